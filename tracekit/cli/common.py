@@ -1,0 +1,45 @@
+"""Helpers shared by the commands: loading with options, JSON output, text tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from tracekit.loader import load
+from tracekit.model import Trace
+
+trace_arg = click.argument("trace", type=click.Path(dir_okay=False, path_type=str))
+traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
+json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def load_trace(path: str) -> Trace:
+    return load(path)
+
+
+def emit_json(obj: Any) -> None:
+    """Write JSON to stdout (stable key order as given, UTF-8)."""
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Sequence[int] = ()) -> str:
+    """A plain aligned text table."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, r in enumerate(cells):
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def clip(text: str | None, width: int = 70) -> str:
+    if text is None:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"

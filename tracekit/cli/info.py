@@ -1,0 +1,61 @@
+"""`tracekit info TRACE...`: what is in a trace file."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit import format as fmt
+from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, traces_arg
+from tracekit.info import trace_info
+
+
+@click.command()
+@traces_arg
+@json_opt
+def info(traces: tuple[str, ...], as_json: bool) -> None:
+    """Describe trace files: format, devices, span, events per category, streams, steps, warnings.
+
+    Exit code 0 on success; 2 with a one-line error when a file cannot be read.
+    """
+    infos = [trace_info(load_trace(path)) for path in traces]
+    if as_json:
+        emit_json(infos if len(infos) > 1 else infos[0])
+        return
+    click.echo("\n\n".join(render_info(i) for i in infos))
+
+
+def render_info(i: dict) -> str:
+    span = i["span"]
+    lines = [
+        f"file        {i['file']}  ({fmt.size(i['size_bytes'])})",
+        f"format      {i['format']}" + (f", schema {i['schema_version']}" if i["schema_version"] is not None else "")
+        + (" (recovered from a broken file)" if i["recovered"] else ""),
+        f"events      {fmt.count(i['events'])}",
+        f"span        {fmt.ns(span['duration_ns'])}",
+    ]
+    if i["rank"] is not None:
+        lines.append(f"rank        {i['rank']}" + (f" of {i['world_size']}" if i["world_size"] else ""))
+    if i["vendor"]:
+        lines.append(f"vendor      {i['vendor']}")
+    lines.append(f"cpu threads {i['threads']}")
+    steps = i["steps"]
+    lines.append(f"steps       {steps['count']}" + (f"  ({', '.join(steps['names'][:6])}{' …' if steps['count'] > 6 else ''})" if steps["count"] else ""))
+    if i["devices"]:
+        lines += ["", "devices"]
+        rows = [[d["device"], clip(d.get("name") or "(unnamed)", 40), d.get("num_sms"), d["streams"], fmt.count(d["activities"])] for d in i["devices"]]
+        lines.append(_indent(table(["id", "name", "SMs", "streams", "activities"], rows, right=(0, 2, 3, 4))))
+    if i["streams"]:
+        lines += ["", "streams"]
+        rows = [[s["device"], s["stream"], fmt.count(s["kernels"]), fmt.count(s["activities"])] for s in i["streams"]]
+        lines.append(_indent(table(["device", "stream", "kernels", "activities"], rows, right=(0, 1, 2, 3))))
+    lines += ["", "events per category"]
+    rows = [[cat, fmt.count(n)] for cat, n in i["categories"].items()]
+    lines.append(_indent(table(["category", "events"], rows, right=(1,))))
+    if i["warnings"]:
+        lines += ["", "warnings"]
+        lines += [f"  [{w['level']}] {w['code']}: {w['message']}" for w in i["warnings"]]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

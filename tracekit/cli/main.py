@@ -1,0 +1,113 @@
+"""The `tracekit` command: a thin layer that parses arguments and calls the Python API.
+
+Sub-commands live in their own modules and are imported only when used, so
+`tracekit --help` stays fast and `tracekit capture` needs torch only when it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import TraceError
+
+# name -> "module:attribute" of a click command
+COMMANDS: dict[str, str] = {
+    "info": "tracekit.cli.info:info",
+    "summary": "tracekit.cli.summary:summary",
+    "kernels": "tracekit.cli.summary:kernels",
+    "ops": "tracekit.cli.summary:ops",
+    "gaps": "tracekit.cli.summary:gaps",
+    "critical-path": "tracekit.cli.findings:critical_path",
+    "findings": "tracekit.cli.findings:findings",
+    "annotate": "tracekit.cli.findings:annotate",
+    "attention": "tracekit.cli.attention:attention",
+    "roofline": "tracekit.cli.roofline:roofline",
+    "report": "tracekit.cli.report:report",
+    "diff": "tracekit.cli.diff:diff",
+    "batch": "tracekit.cli.batch:batch",
+    "capture": "tracekit.cli.capture:capture",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use; missing modules are hidden."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._load(name) is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._load(name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                return None
+            raise
+        return getattr(module, attr, None)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="tracekit")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """tracekit: where transformer inference wastes GPU time.
+
+    Reads torch.profiler (Kineto) and other Chrome-format traces (.json, .json.gz,
+    crashed .tmp files) and says where the GPU waits, why, and what to change.
+    """
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; bad input exits 2 with one line on stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        rc = cli.main(args=args, prog_name="tracekit", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("tracekit: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        if debug:
+            raise
+        exc.show()
+        return 2 if exc.exit_code in (1, 2) else exc.exit_code
+    except TraceError as exc:
+        if debug:
+            raise
+        click.echo(f"tracekit: error: {_one_line(str(exc))}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("tracekit: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001  (the CLI never shows a traceback unless asked)
+        if debug:
+            raise
+        click.echo(f"tracekit: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                   "(run with --debug for the traceback)", err=True)
+        return 3
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

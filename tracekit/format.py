@@ -1,0 +1,41 @@
+"""Values to text: the only place numbers become strings (renderers call these)."""
+
+from __future__ import annotations
+
+
+def ns(value: int | float | None) -> str:
+    """A duration in nanoseconds, in the unit that reads best: 812 ns, 3.41 µs, 12.8 ms, 1.52 s."""
+    if value is None:
+        return "–"
+    v = float(value)
+    a = abs(v)
+    if a < 1_000:
+        return f"{v:.0f} ns"
+    if a < 1_000_000:
+        return f"{v / 1e3:.3g} µs" if a < 100_000 else f"{v / 1e3:.0f} µs"
+    if a < 1_000_000_000:
+        return f"{v / 1e6:.3g} ms" if a < 100_000_000 else f"{v / 1e6:.0f} ms"
+    return f"{v / 1e9:.3g} s"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A fraction (0..1) as a percentage."""
+    if value is None:
+        return "–"
+    return f"{value * 100:.{digits}f} %"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "–"
+    units = ["B", "KB", "MB", "GB", "TB"]
+    v = float(n)
+    for unit in units:
+        if abs(v) < 1000 or unit == units[-1]:
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1000
+    return f"{v:.1f} TB"
+
+
+def count(n: int | None) -> str:
+    return "–" if n is None else f"{n:,}"

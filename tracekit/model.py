@@ -1,0 +1,278 @@
+"""The `Trace` model: what every analysis reads.
+
+A `Trace` is a frozen bundle of typed Polars frames plus a `TraceMeta`. All times are
+integer nanoseconds (`Int64`): `ts_ns` is the start as written in the file (microseconds
+times 1000, parsed exactly from the JSON text), `dur_ns` the duration, `end_ns` =
+`ts_ns + dur_ns`. `meta.base_time_ns` (Kineto's `baseTimeNanoseconds`, 0 when absent)
+added to `ts_ns` gives the absolute time.
+
+Every row carries `eid`, the index of its event in the file's event array, so evidence
+can point back at the original event.
+
+Frames and columns (`docs/trace-model.md` has the long form):
+
+ops          CPU-side slices: `cpu_op`, `user_annotation` (record_function ranges and
+             `ProfilerStep#N`), `python_function`, `overhead`, `trace`, and slices of any
+             other category from generic Chrome traces (B/E pairs and async b/e pairs
+             become slices too; `ph` keeps the original phase).
+runtime      host API calls: `cuda_runtime` and `cuda_driver` (HIP calls of ROCm traces
+             are `cuda_runtime`, as Kineto writes them).
+gpu          device activity: `kernel`, `gpu_memcpy`, `gpu_memset`, `cuda_sync`,
+             `gpu_user_annotation`; `device` and `stream` are integers.
+flows        flow events (`s`, `t`, `f`), `cat` normalised (`ac2g`, `fwdbwd`, ...).
+counters     one row per counter series sample (`C` events).
+instants     instant events (`i`, `I`, `n`, `R`) other than memory samples.
+memory       `[memory]` instants: allocator samples.
+warnings     every problem met while loading: `level`, `code`, `count`, `message`, `first_eid`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+I64 = pl.Int64
+F64 = pl.Float64
+STR = pl.String
+
+OPS_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "ph": STR,
+    "cat": STR,
+    "name": STR,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "dur_ns": I64,
+    "end_ns": I64,
+    "external_id": I64,
+    "sequence_nr": I64,
+    "fwd_tid": I64,
+    "python_id": I64,
+    "python_parent_id": I64,
+    "input_dims": STR,
+    "input_types": STR,
+    "input_strides": STR,
+    "concrete_inputs": STR,
+    "flops": F64,
+    "args": STR,
+}
+
+RUNTIME_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "cat": STR,
+    "name": STR,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "dur_ns": I64,
+    "end_ns": I64,
+    "correlation": I64,
+    "external_id": I64,
+    "cbid": I64,
+    "args": STR,
+}
+
+GPU_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "cat": STR,
+    "name": STR,
+    "device": I64,
+    "stream": I64,
+    "ts_ns": I64,
+    "dur_ns": I64,
+    "end_ns": I64,
+    "correlation": I64,
+    "external_id": I64,
+    "grid_x": I64,
+    "grid_y": I64,
+    "grid_z": I64,
+    "block_x": I64,
+    "block_y": I64,
+    "block_z": I64,
+    "registers_per_thread": I64,
+    "shared_memory": I64,
+    "blocks_per_sm": F64,
+    "warps_per_sm": F64,
+    "est_occupancy_pct": F64,
+    "bytes": I64,
+    "bandwidth_gbps": F64,
+    "sync_kind": STR,
+    "args": STR,
+}
+
+FLOWS_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "cat": STR,
+    "name": STR,
+    "flow_id": I64,
+    "ph": STR,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "binding_point": STR,
+}
+
+COUNTERS_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "cat": STR,
+    "name": STR,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "series": STR,
+    "value": F64,
+}
+
+INSTANTS_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "ph": STR,
+    "cat": STR,
+    "name": STR,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "scope": STR,
+    "args": STR,
+}
+
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64,
+    "pid": STR,
+    "tid": STR,
+    "ts_ns": I64,
+    "device_type": I64,
+    "device_id": I64,
+    "addr": I64,
+    "bytes": I64,
+    "total_allocated": I64,
+    "total_reserved": I64,
+}
+
+WARNINGS_SCHEMA: dict[str, pl.DataType] = {
+    "level": STR,  # warning (something was lost or repaired) | info (noted, nothing lost)
+    "code": STR,
+    "count": I64,
+    "message": STR,
+    "first_eid": I64,
+}
+
+DEVICES_SCHEMA: dict[str, pl.DataType] = {
+    "id": I64,
+    "name": STR,
+    "total_global_mem": I64,
+    "compute_major": I64,
+    "compute_minor": I64,
+    "num_sms": I64,
+    "max_threads_per_block": I64,
+    "max_threads_per_sm": I64,
+    "regs_per_block": I64,
+    "regs_per_sm": I64,
+    "warp_size": I64,
+    "shared_mem_per_block": I64,
+    "shared_mem_per_block_optin": I64,
+    "shared_mem_per_sm": I64,
+}
+
+THREADS_SCHEMA: dict[str, pl.DataType] = {
+    "pid": STR,
+    "tid": STR,
+    "name": STR,
+    "sort_index": I64,
+}
+
+PROCESSES_SCHEMA: dict[str, pl.DataType] = {
+    "pid": STR,
+    "name": STR,
+    "labels": STR,
+    "sort_index": I64,
+}
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "ops": OPS_SCHEMA,
+    "runtime": RUNTIME_SCHEMA,
+    "gpu": GPU_SCHEMA,
+    "flows": FLOWS_SCHEMA,
+    "counters": COUNTERS_SCHEMA,
+    "instants": INSTANTS_SCHEMA,
+    "memory": MEMORY_SCHEMA,
+    "warnings": WARNINGS_SCHEMA,
+}
+
+FRAME_NAMES: tuple[str, ...] = tuple(SCHEMAS)
+
+# GPU activity categories that make a device busy. `cuda_sync` rows and
+# `gpu_user_annotation` ranges are GPU-side records but not work.
+GPU_WORK_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with the given schema."""
+    return pl.DataFrame(schema=schema)
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What the file says about itself, beside its events."""
+
+    path: str = ""
+    size_bytes: int = 0
+    format: str = "kineto"  # kineto | kineto-array | chrome | chrome-array
+    schema_version: int | None = None
+    base_time_ns: int = 0
+    display_time_unit: str | None = None
+    trace_name: str | None = None
+    vendor: str | None = None  # nvidia | amd | None (no GPU activity)
+    rank: int | None = None
+    world_size: int | None = None
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    profiler_flags: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    devices: pl.DataFrame = field(default_factory=lambda: empty_frame(DEVICES_SCHEMA))
+    processes: pl.DataFrame = field(default_factory=lambda: empty_frame(PROCESSES_SCHEMA))
+    threads: pl.DataFrame = field(default_factory=lambda: empty_frame(THREADS_SCHEMA))
+    event_count: int = 0
+    recovered: bool = False
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One loaded trace: typed frames plus metadata. Treat it as read-only."""
+
+    ops: pl.DataFrame
+    runtime: pl.DataFrame
+    gpu: pl.DataFrame
+    flows: pl.DataFrame
+    counters: pl.DataFrame
+    instants: pl.DataFrame
+    memory: pl.DataFrame
+    warnings: pl.DataFrame
+    meta: TraceMeta = field(default_factory=TraceMeta)
+
+    @classmethod
+    def empty(cls, meta: TraceMeta | None = None) -> Trace:
+        frames = {name: empty_frame(schema) for name, schema in SCHEMAS.items()}
+        return cls(**frames, meta=meta or TraceMeta())
+
+    @property
+    def gpu_work(self) -> pl.DataFrame:
+        """Kernels, memcpys and memsets: the GPU rows that count as busy."""
+        return self.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        return self.gpu.filter(pl.col("cat") == "kernel")
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        return {name: getattr(self, name) for name in FRAME_NAMES}
+
+    def replace(self, **changes: Any) -> Trace:
+        """A copy with some frames or the meta replaced."""
+        data = {name: getattr(self, name) for name in FRAME_NAMES}
+        data["meta"] = self.meta
+        data.update(changes)
+        return Trace(**data)
