@@ -18,8 +18,8 @@ from tracekit.errors import TraceError
 COMMANDS: dict[str, str] = {
     "info": "tracekit.cli.info:info",
     "summary": "tracekit.cli.summary:summary",
-    "kernels": "tracekit.cli.summary:kernels",
-    "ops": "tracekit.cli.summary:ops",
+    "kernels": "tracekit.cli.tables:kernels",
+    "ops": "tracekit.cli.tables:ops",
     "gaps": "tracekit.cli.summary:gaps",
     "critical-path": "tracekit.cli.findings:critical_path",
     "findings": "tracekit.cli.findings:findings",

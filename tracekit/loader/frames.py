@@ -104,7 +104,9 @@ class Builder:
             "flops": typed([x.flops for x in a], pl.Float64),
             "args": args_text(raws),
         }
-        return _finish(rows.with_columns(**cols), OPS_SCHEMA)
+        compact = [pl.col(c).str.replace_all(r"\s*\n\s*", "") for c in ("input_types", "concrete_inputs")]
+        numeric = [pl.col(c).str.replace_all(r"\s+", "") for c in ("input_dims", "input_strides")]
+        return _finish(rows.with_columns(**cols).with_columns(*compact, *numeric), OPS_SCHEMA)
 
     def runtime(self, slices: pl.DataFrame) -> pl.DataFrame:
         rows = slices.filter(pl.col("cat").is_in(RUNTIME_CATS))

@@ -1,0 +1,308 @@
+"""The loader: exact nanoseconds, categories, args, joins, broken input, real traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import polars as pl
+import pytest
+from builders import A100, TraceBuilder
+from conftest import all_real_traces, real_trace
+
+import tracekit
+from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError
+from tracekit.model import SCHEMAS
+
+
+def write(tmp_path, text: str | bytes, name: str = "t.json"):
+    p = tmp_path / name
+    p.write_bytes(text.encode() if isinstance(text, str) else text)
+    return p
+
+
+def test_golden_kernel_launch_exact_ns_and_links(tmp_path):
+    b = TraceBuilder(base_time_ns=1_700_000_000_000_000_000)
+    step = b.annotation("ProfilerStep#1", 1_712_195_495_519_689_047, 90_000, gpu=True)
+    ext = b.op("aten::mm", 1_712_195_495_519_690_001, 50_001)
+    corr = b.launch_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", ext=ext,
+                           launch_ns=1_712_195_495_519_691_000, launch_dur_ns=4_999,
+                           start_ns=1_712_195_495_519_700_500, dur_ns=30_123,
+                           grid=(8, 4, 1), block=(256, 1, 1), registers=168, shared_memory=200_704)
+    t = b.load(tmp_path)
+    assert t.meta.base_time_ns == 1_700_000_000_000_000_000
+    assert t.meta.format == "kineto"
+    cpu = t.ops.filter(pl.col("cat") == "cpu_op").row(0, named=True)
+    assert (cpu["name"], cpu["ts_ns"], cpu["dur_ns"], cpu["end_ns"]) == (
+        "aten::mm", 1_712_195_495_519_690_001, 50_001, 1_712_195_495_519_740_002)
+    assert cpu["external_id"] == ext
+    rt = t.runtime.row(0, named=True)
+    assert (rt["name"], rt["ts_ns"], rt["dur_ns"], rt["correlation"], rt["external_id"]) == (
+        "cudaLaunchKernel", 1_712_195_495_519_691_000, 4_999, corr, ext)
+    k = t.kernels.row(0, named=True)
+    assert (k["ts_ns"], k["dur_ns"], k["device"], k["stream"], k["correlation"]) == (
+        1_712_195_495_519_700_500, 30_123, 0, 7, corr)
+    assert (k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["block_y"], k["block_z"]) == (8, 4, 1, 256, 1, 1)
+    assert (k["registers_per_thread"], k["shared_memory"]) == (168, 200_704)
+    steps = t.ops.filter(pl.col("cat") == "user_annotation")
+    assert steps["name"].to_list() == ["ProfilerStep#1"] and steps["external_id"].to_list() == [step]
+    assert t.gpu.filter(pl.col("cat") == "gpu_user_annotation").height == 1
+    assert t.flows.sort("ph")["flow_id"].to_list() == [corr, corr]
+    assert t.flows.sort("ph")["binding_point"].to_list() == ["e", None]
+
+
+def test_frames_match_documented_schemas(tmp_path):
+    t = TraceBuilder().load(tmp_path)
+    for name, schema in SCHEMAS.items():
+        assert dict(getattr(t, name).schema) == schema, name
+
+
+def test_exact_ns_from_decimal_text(tmp_path):
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+        for i, (ts, dur) in enumerate([
+            ("1712195495519689.047", "0.001"),  # beyond float precision: exact from text
+            ("12", "3"),
+            ("-5.5", "0.0005"),  # negative ts kept; sub-ns rounds half up
+            ("1e3", "2.0004"),  # exponent form, rounding down
+        ])
+    ]
+    text = json.dumps({"traceEvents": events})
+    for ev in events:  # write the numbers unquoted
+        text = text.replace(f'"{ev["ts"]}"', ev["ts"]).replace(f'"{ev["dur"]}"', ev["dur"])
+    t = tracekit.load(write(tmp_path, text))
+    got = dict(zip(t.ops["name"], zip(t.ops["ts_ns"], t.ops["dur_ns"])))
+    assert got == {
+        "op0": (1_712_195_495_519_689_047, 1),
+        "op1": (12_000, 3_000),
+        "op2": (-5_500, 1),
+        "op3": (1_000_000, 2_000),
+    }
+    codes = dict(zip(t.warnings["code"], t.warnings["count"]))
+    assert codes["negative_ts"] == 1
+
+
+def test_old_2021_array_form_categories(tmp_path):
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 9, "tid": "4093687616", "ts": 100, "dur": 50,
+         "args": {"Input dims": [[1, 3, 8, 8]], "External id": 3}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": "4093687616", "ts": 110,
+         "dur": 5, "args": {"correlation": 77, "external id": 3}},
+        {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0, "tid": "stream 7", "ts": 120,
+         "dur": 20, "args": {"device": 0, "stream": 7, "correlation": 77, "external id": 3}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
+         "ts": 90, "dur": 4, "args": {"bytes": 1024}},
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 95, "dur": 1},
+    ]
+    t = tracekit.load(write(tmp_path, json.dumps(events)))
+    assert t.meta.format == "kineto-array"
+    assert sorted(t.gpu["cat"].to_list()) == ["gpu_memcpy", "gpu_memset", "kernel"]
+    assert t.gpu.filter(pl.col("cat") == "gpu_memset")["stream"].to_list() == [7]  # from tid "stream 7"
+    assert t.runtime["cat"].to_list() == ["cuda_runtime"] and t.runtime["external_id"].to_list() == [3]
+    assert t.ops["cat"].to_list() == ["cpu_op"] and t.ops["input_dims"].to_list() == ["[[1,3,8,8]]"]
+    assert t.kernels["external_id"].to_list() == [3]
+    assert t.ops["tid"].to_list() == ["4093687616"]
+
+
+def test_rocm_names_and_vendor(tmp_path):
+    b = TraceBuilder()
+    b.launch_kernel("Cijk_Alik_Bljk_SB_MT64x16x32_MI16x16x1", api="hipLaunchKernel",
+                    launch_ns=0, launch_dur_ns=10, start_ns=20, dur_ns=30)
+    t = b.load(tmp_path)
+    assert t.meta.vendor == "amd"
+    assert t.runtime["name"].to_list() == ["hipLaunchKernel"]
+
+
+def test_begin_end_pairs_instants_counters_async(tmp_path):
+    events = [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 9},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 9},  # E without B
+        {"ph": "B", "name": "open", "pid": 1, "tid": 3, "ts": 1},  # B without E
+        {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3, "s": "t"},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 4, "args": {"heap": 10, "gpu": 2.5, "label": "x"}},
+        {"ph": "b", "cat": "net", "id": "0x1f", "name": "req", "pid": 1, "tid": 4, "ts": 10},
+        {"ph": "e", "cat": "net", "id": "0x1f", "name": "req", "pid": 1, "tid": 5, "ts": 15},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "renamed"}},
+    ]
+    t = tracekit.load(write(tmp_path, json.dumps({"traceEvents": events})))
+    slices = {r["name"]: (r["ph"], r["ts_ns"], r["dur_ns"]) for r in t.ops.iter_rows(named=True)}
+    assert slices == {"outer": ("B", 0, 9000), "inner": ("B", 2000, 3000), "req": ("b", 10000, 5000)}
+    assert t.instants["name"].to_list() == ["mark"] and t.instants["scope"].to_list() == ["t"]
+    assert sorted(zip(t.counters["series"], t.counters["value"])) == [("gpu", 2.5), ("heap", 10.0)]
+    codes = dict(zip(t.warnings["code"], t.warnings["count"]))
+    assert codes["unmatched_B"] == 1 and codes["unmatched_E"] == 1 and codes["duplicate_metadata"] == 1
+    assert t.meta.threads.filter(pl.col("tid") == "1")["name"].to_list() == ["renamed"]
+    assert t.meta.format == "chrome"
+
+
+def test_mixed_pid_tid_zero_missing_durations(tmp_path):
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": "Spans", "tid": "", "ts": 1, "dur": 0},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 7, "tid": 8, "ts": 2},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 7, "tid": 8, "ts": 3, "dur": -4},
+        {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 7, "tid": 8, "dur": 4},
+    ]
+    t = tracekit.load(write(tmp_path, json.dumps({"traceEvents": events})))
+    assert t.ops.select("name", "pid", "tid", "dur_ns").rows() == [
+        ("a", "Spans", "", 0), ("b", "7", "8", 0), ("c", "7", "8", 0)]
+    codes = dict(zip(t.warnings["code"], t.warnings["count"]))
+    assert codes == {"missing_ts": 1, "missing_duration": 1, "negative_duration": 1, "zero_duration": 1}
+    levels = dict(zip(t.warnings["code"], t.warnings["level"]))
+    assert levels["zero_duration"] == "info" and levels["missing_ts"] == "warning"
+
+
+def test_wrong_field_types_are_coerced_not_fatal(tmp_path):
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"correlation": "12", "grid": "big", "stream": 7, "device": 0}},
+        {"ph": 5, "cat": ["x"], "name": None, "pid": 1.0, "tid": True, "ts": "20", "dur": "2"},
+        "not an event",
+        {"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+    ]
+    t = tracekit.load(write(tmp_path, json.dumps({"traceEvents": events})))
+    assert t.kernels.select("name", "correlation", "grid_x").rows() == [("k", 12, None)]
+    codes = dict(zip(t.warnings["code"], t.warnings["count"]))
+    assert codes["bad_field_type"] == 1 and codes["not_an_event"] == 1
+    assert "ok" in t.ops["name"].to_list()
+
+
+@pytest.mark.parametrize("cut", [300, 555, 901])
+def test_truncated_file_recovers_complete_events(tmp_path, cut):
+    b = TraceBuilder()
+    for i in range(100):
+        b.op(f"op{i}", i * 100, 50, args={"Input Dims": [[i, 2], []], "Input type": ["float", "long int"]})
+    full = b.text().encode()
+    t = tracekit.load(write(tmp_path, full[: len(full) * cut // 1000], "crashed.json.tmp"))
+    assert t.meta.recovered
+    n = t.ops.height
+    assert 0 < n < 100
+    assert t.ops["name"].to_list() == [f"op{i}" for i in range(n)]
+    msg = t.warnings.filter(pl.col("code") == "truncated")["message"].item()
+    assert "recovered" in msg and "bytes" in msg
+
+
+def test_truncated_gzip_stream(tmp_path):
+    b = TraceBuilder()
+    for i in range(2000):
+        b.op(f"op{i}", i * 100, 50)
+    data = gzip.compress(b.text().encode())
+    t = tracekit.load(write(tmp_path, data[: len(data) // 2], "half.json.gz"))
+    codes = set(t.warnings["code"])
+    assert {"truncated_gzip", "truncated"} <= codes
+    assert 0 < t.ops.height < 2000
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"", "empty"),
+        (b"   \n  ", "empty"),
+        (b"42", "expected a JSON object or array"),
+        (b'{"foo": 1}', "traceEvents"),
+        (b"\x00\x01\x02garbage", "expected a JSON object or array"),
+        (b'{"traceEvents": {"a": 1}}', "not an array"),
+    ],
+)
+def test_unreadable_input_raises_one_line_error(tmp_path, content, fragment):
+    with pytest.raises(TraceFormatError) as info:
+        tracekit.load(write(tmp_path, content))
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_directory_bom_and_gzip_bomb(tmp_path):
+    with pytest.raises(TraceError, match="no such file"):
+        tracekit.load(tmp_path / "nope.json")
+    with pytest.raises(TraceError, match="directory"):
+        tracekit.load(tmp_path)
+    bom = b"\xef\xbb\xbf" + json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}]}).encode()
+    assert tracekit.load(write(tmp_path, bom)).ops.height == 1
+    bomb = gzip.compress(b"[" + b" " * 5_000_000 + b"]")
+    with pytest.raises(TraceTooLargeError):
+        tracekit.load(write(tmp_path, bomb, "bomb.json.gz"), max_bytes=1_000_000)
+
+
+def test_non_utf8_bytes_do_not_lose_the_trace(tmp_path):
+    text = json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1},
+                                       {"ph": "X", "name": "bXb", "ts": 2, "dur": 1}]}).encode()
+    t = tracekit.load(write(tmp_path, text.replace(b"bXb", b"b\xffb")))
+    assert t.ops.height >= 1
+
+
+def test_device_properties_and_distributed_info(tmp_path):
+    b = TraceBuilder(devices=[A100, {**A100, "id": 1}], extra_top={"distributedInfo": {"rank": 3, "world_size": 8}})
+    t = b.load(tmp_path)
+    assert t.meta.rank == 3 and t.meta.world_size == 8
+    assert t.meta.devices.select("id", "num_sms", "shared_mem_per_block_optin").rows() == [(0, 108, 166912), (1, 108, 166912)]
+
+
+def test_load_ranks_by_distributed_info_and_name(tmp_path):
+    for rank in (1, 0):
+        TraceBuilder(extra_top={"distributedInfo": {"rank": rank}}).write(tmp_path / f"host-a-{rank + 5}.json.gz")
+    ranks = tracekit.load_ranks(tmp_path)
+    assert list(ranks) == [0, 1]
+    other = tmp_path / "byname"
+    other.mkdir()
+    TraceBuilder().write(other / "rank-2.json")
+    TraceBuilder().write(other / "rank-2.pt.trace.json")
+    with pytest.raises(tracekit.UsageError, match="rank 2 appears twice"):
+        tracekit.load_ranks(other)
+
+
+def test_input_is_never_modified(tmp_path):
+    p = TraceBuilder().write(tmp_path / "t.json.gz")
+    before = (p.read_bytes(), os.stat(p).st_mtime_ns)
+    tracekit.load(p)
+    assert (p.read_bytes(), os.stat(p).st_mtime_ns) == before
+
+
+# -- real traces --------------------------------------------------------------------------
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_every_real_trace_loads(path):
+    t = tracekit.load(path)
+    for name, schema in SCHEMAS.items():
+        assert dict(getattr(t, name).schema) == schema
+    assert t.meta.event_count > 0
+    slices = pl.concat([t.ops.select("ts_ns", "dur_ns", "end_ns"), t.gpu.select("ts_ns", "dur_ns", "end_ns")])
+    assert slices["ts_ns"].null_count() == 0
+    assert (slices["dur_ns"] >= 0).all()
+    assert (slices["end_ns"] == slices["ts_ns"] + slices["dur_ns"]).all()
+
+
+@pytest.mark.real
+def test_real_h100_trace_contents():
+    t = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
+    assert t.meta.devices["name"].to_list() == ["NVIDIA H100 80GB HBM3"]
+    assert t.meta.base_time_ns == 1751410836000000000
+    assert t.meta.profiler_flags["with_flops"] == 1
+    assert t.kernels.filter(pl.col("name").str.contains("pytorch_flash::flash_fwd_kernel")).height > 0
+    assert t.runtime.filter(pl.col("cat") == "cuda_driver")["name"].to_list() == ["cuLaunchKernel"]
+    assert t.memory.height == 2450
+    emb = t.ops.filter(pl.col("name") == "aten::embedding").row(0, named=True)
+    assert emb["input_dims"] == "[[151936,1024],[16,559],[],[],[]]"
+    assert json.loads(emb["input_types"]) == ["c10::BFloat16", "long int", "Scalar", "Scalar", "Scalar"]
+
+
+@pytest.mark.real
+def test_real_ns_precision_trace_is_exact():
+    t = tracekit.load(real_trace("v100_resnet_ns_timestamps.json.gz"))
+    # the file writes 1712195495505582.988 for this kernel: exact to the nanosecond
+    k = t.kernels.filter(pl.col("correlation") == 135071)
+    assert k.select("ts_ns", "dur_ns").rows() == [(1712195495505582988, 4928)]
+
+
+@pytest.mark.real
+def test_real_bare_array_and_truncated():
+    old = tracekit.load(real_trace("resnet50_2021_array_form.json.gz"))
+    assert old.meta.format == "kineto-array" and old.kernels.height > 9000
+    cut = tracekit.load(real_trace("truncated_trailing_comma.json"))
+    assert cut.meta.recovered
+    assert cut.ops.sort("ts_ns").select("name", "ts_ns", "dur_ns").rows() == [
+        ("alpha", 0, 14000), ("beta", 1000, 12000), ("gamma", 2000, 5000), ("epsilon", 7000, 0)]

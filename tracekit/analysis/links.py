@@ -1,0 +1,107 @@
+"""Who launched what: runtime call -> CPU op, and GPU activity -> runtime call -> CPU op.
+
+- GPU activity -> launch call: `correlation` (the CUPTI id both carry). A `cudaGraphLaunch`
+  has one correlation for all the kernels of the graph: each gets the same launch.
+- launch call -> CPU op: the launch's `External id` equals the launching `cpu_op`'s
+  (Kineto since 2021). Where a trace has no External ids (or no match), the innermost
+  `cpu_op` on the same thread whose span contains the call is used instead ("containment").
+- A GPU row with no launch match but an `External id` of its own is tied to that op.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.analysis.nesting import with_parents
+from tracekit.model import GPU_WORK_CATS, Trace
+
+LAUNCH_COLUMNS = {
+    "launch_eid": pl.Int64,
+    "launch_name": pl.String,
+    "launch_ts_ns": pl.Int64,
+    "launch_end_ns": pl.Int64,
+    "launch_pid": pl.String,
+    "launch_tid": pl.String,
+}
+OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int64, "link": pl.String}
+
+
+def cpu_ops(trace: Trace) -> pl.DataFrame:
+    """The `cpu_op` slices with `depth` and `parent_eid`."""
+    return with_parents(trace.ops.filter(pl.col("cat") == "cpu_op"))
+
+
+def launch_ops(trace: Trace, *, ops: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every runtime/driver call plus the CPU op that made it (`op_eid`, `op_name`, `link`)."""
+    ops = cpu_ops(trace) if ops is None else ops
+    rt = trace.runtime
+    if rt.is_empty() or ops.is_empty():
+        return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
+    by_ext = (
+        ops.filter(pl.col("external_id").is_not_null())
+        .sort("depth", descending=True)
+        .unique("external_id", keep="first")
+        .select("external_id", pl.col("eid").alias("_x_eid"))
+    )
+    linked = rt.join(by_ext, on="external_id", how="left")
+    contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), ops)
+    linked = linked.join(contained, on="eid", how="left").with_columns(
+        op_eid=pl.coalesce("_x_eid", "_c_eid"),
+        link=pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("external_id"))
+        .when(pl.col("_c_eid").is_not_null()).then(pl.lit("containment")),
+    )
+    names = ops.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"),
+                       pl.col("external_id").alias("op_external_id"))
+    return linked.join(names, on="op_eid", how="left").drop("_x_eid", "_c_eid").sort("ts_ns", "eid")
+
+
+def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 64) -> pl.DataFrame:
+    """(eid, _c_eid): the innermost op on the call's thread whose span contains the call."""
+    if calls.is_empty():
+        return pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
+    right = ops.select("pid", "tid", pl.col("ts_ns").alias("_t"), pl.col("eid").alias("_cand")).sort("_t")
+    left = calls.select("eid", "pid", "tid", "end_ns", pl.col("ts_ns").alias("_t")).sort("_t")
+    cand = left.join_asof(right, on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    spans = ops.select(pl.col("eid").alias("_cand"), pl.col("end_ns").alias("_cend"), pl.col("parent_eid").alias("_up"))
+    found = []
+    for _ in range(max_depth):
+        cand = cand.filter(pl.col("_cand").is_not_null()).join(spans, on="_cand", how="left")
+        ok = pl.col("_cend") >= pl.col("end_ns")
+        found.append(cand.filter(ok).select("eid", pl.col("_cand").alias("_c_eid")))
+        cand = cand.filter(~ok).select("eid", "pid", "tid", "end_ns", "_t", pl.col("_up").alias("_cand"))
+        if cand.is_empty():
+            break
+    return pl.concat(found) if found else pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
+
+
+def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None) -> pl.DataFrame:
+    """GPU work rows (kernels, memcpys, memsets) plus their launch call and CPU op.
+
+    Added columns: launch_eid, launch_name, launch_ts_ns, launch_end_ns, launch_pid,
+    launch_tid, op_eid, op_name, op_external_id, link (null where no link was found).
+    """
+    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
+    launches = launch_ops(trace) if launches is None else launches
+    calls = (
+        launches.filter(pl.col("correlation").is_not_null())
+        .unique("correlation", keep="first")
+        .select(
+            "correlation",
+            pl.col("eid").alias("launch_eid"), pl.col("name").alias("launch_name"),
+            pl.col("ts_ns").alias("launch_ts_ns"), pl.col("end_ns").alias("launch_end_ns"),
+            pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+            "op_eid", "op_name", "op_external_id", "link",
+        )
+    )
+    out = work.join(calls, on="correlation", how="left")
+    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
+    by_ext = ops.unique("external_id", keep="last").select(
+        pl.col("external_id"), pl.col("eid").alias("_x_eid"), pl.col("name").alias("_x_name")
+    )
+    out = out.join(by_ext, on="external_id", how="left").with_columns(
+        op_eid=pl.coalesce("op_eid", "_x_eid"),
+        op_name=pl.coalesce("op_name", "_x_name"),
+        op_external_id=pl.coalesce("op_external_id", pl.when(pl.col("_x_eid").is_not_null()).then("external_id")),
+        link=pl.coalesce("link", pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id"))),
+    )
+    return out.drop("_x_eid", "_x_name").sort("ts_ns", "eid")

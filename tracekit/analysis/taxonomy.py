@@ -1,0 +1,414 @@
+"""Kernel taxonomy: what a GPU kernel is, read from its name alone.
+
+Kernel names are fingerprints. Libraries encode the operation, the precision, the use of
+tensor cores, the tile shape, the target architecture and the operand layout in them
+(`sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_..._cublas`). This module
+turns those fingerprints into columns with ordered, table-driven rules: for every attribute
+the first rule whose regular expression matches the name wins. The rules are evaluated as
+Polars expressions over the *unique* names of a trace, so a trace with 200k kernels and 300
+distinct names costs 300 regex scans per rule.
+
+Attributes (one row per unique name, see `classify_names`):
+
+| column            | values                                                          |
+|-------------------|-----------------------------------------------------------------|
+| kernel_class      | `KERNEL_CLASSES`; `other` when no rule matches                  |
+| library           | `LIBRARIES`; `unknown` when no rule matches                     |
+| precision         | fp8, int8, bf16, fp16, tf32, fp32, fp64, or null (unknown)      |
+| tensor_cores      | True (MMA units), False (CUDA cores/VALU), null (unknown)       |
+| tile              | "MxN" or "MxNxK" for gemm/conv/attention, else null             |
+| arch              | "sm80", "sm90", "gfx90a", ... as named by the kernel, else null |
+| layout            | tn/nt/nn/tt (BLAS column-major convention) for gemm, else null  |
+| attention_backend | flash, flash3, efficient, cudnn, flex, ck for attention, else null |
+
+Class rules, in order (first match wins; the full tables are `CLASS_RULES` etc. below and
+`docs/kernel-taxonomy.md` explains every token):
+
+| # | class          | fingerprint (abridged)                                           |
+|---|----------------|------------------------------------------------------------------|
+| 1 | memcpy, memset | activity names `Memcpy ...`, `Memset ...`; ROCm `fillBuffer`     |
+| 2 | communication  | `nccl`, `rccl`, `msccl`, `nvshmem`, custom all-reduce (never `hip`) |
+| 3 | attention      | flash/fmha/sdpa/flex/`attention` kernels                          |
+| 4 | (Triton)       | `triton_tem_*mm` gemm, `triton_poi_` elementwise, `triton_red_`/`triton_per_` reduction, other `triton_` |
+| 5 | softmax        | `softmax` (eager softmax kernels: math-SDPA's softmax lands here) |
+| 6 | normalization  | layer/RMS/batch/group norm, `RowwiseMoments`, `GammaBeta`        |
+| 7 | conv           | `convolve`, `fprop`/`dgrad`/`wgrad`, `scudnn`, winograd, cuDNN FFT |
+| 8 | gemm           | `gemm`, `gemv`, `Cijk_` (Tensile), cuBLAS helpers                 |
+| 9 | embedding .. elementwise | embedding, indexing, copy, sort_scan, pooling, reduction, elementwise |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+KERNEL_CLASSES: tuple[str, ...] = (
+    "gemm", "conv", "attention", "softmax", "normalization", "elementwise", "reduction",
+    "pooling", "embedding", "indexing", "copy", "sort_scan", "communication", "memcpy",
+    "memset", "triton", "other",
+)
+LIBRARIES: tuple[str, ...] = (
+    "runtime", "rocclr", "nccl", "rccl", "flash_attn", "triton", "cudnn", "cublas", "cutlass",
+    "tensile", "ck", "cub", "fbgemm", "apex", "pytorch_aten", "unknown",
+)
+PRECISIONS: tuple[str, ...] = ("fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64")
+ATTENTION_BACKENDS: tuple[str, ...] = ("flash", "flash3", "efficient", "cudnn", "flex", "ck")
+# Classes whose kernels never run on tensor cores: their `tensor_cores` is False.
+NO_MMA_CLASSES: tuple[str, ...] = (
+    "elementwise", "reduction", "pooling", "softmax", "normalization", "embedding", "indexing",
+    "copy", "sort_scan", "communication", "memcpy", "memset",
+)
+TILED_CLASSES: tuple[str, ...] = ("gemm", "conv", "attention")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`value` applies when `pattern` (Rust regex syntax, as Polars uses) matches the name."""
+
+    value: Any
+    pattern: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Extract:
+    """Capture group 1 of `pattern`, rewritten by `sub` (regex, replacement), prefixed."""
+
+    pattern: str
+    prefix: str = ""
+    sub: tuple[str, str] | None = None
+    notes: str = ""
+
+
+_TRITON = r"^(?:void )?triton_"
+
+CLASS_RULES: tuple[Rule, ...] = (
+    Rule("memcpy", r"(?i)^memcpy", "Kineto gpu_memcpy activity names"),
+    Rule("memset", r"(?i)^memset|__amd_rocclr_fill", "gpu_memset activities; ROCm fill kernels"),
+    Rule("communication",
+         r"(?i)nccl|rccl|msccl|nvshmem|cross_device_reduce|custom_?all_?reduce"
+         r"|(?:^|[^a-z])all_?(?:reduce|gather|to_?all)_|(?:^|[^a-z])reduce_?scatter",
+         "collective kernels; a `hip` prefix alone is NOT communication"),
+    Rule("attention",
+         r"(?i)flash_fwd|flash_bwd|flash::|pytorch_flash|flashattn|flash_attn|fmha|mem_eff"
+         r"|efficient_attention|attentionkernel|attentionbackwardkernel|sdpa|attention|flex_decoding"
+         r"|(?:^|_)attn_(?:fwd|bwd)|mha_(?:fwd|bwd)",
+         "fused attention kernels (FA2/FA3, mem-efficient, cuDNN SDPA, flex, CK)"),
+    Rule("conv", _TRITON + r"tem_\w*conv", "Inductor conv template"),
+    Rule("gemm", _TRITON + r"tem_\w*mm", "Inductor mm/addmm/bmm template"),
+    Rule("softmax", _TRITON + r"\w*softmax", "Inductor fused softmax"),
+    Rule("normalization", _TRITON + r"\w*(?:layer_norm|rms_norm|group_norm|batch_norm)",
+         "Inductor fused norm"),
+    Rule("elementwise", _TRITON + r"(?:poi|for)_", "Inductor pointwise / foreach kernel"),
+    Rule("reduction", _TRITON + r"(?:red|per)_", "Inductor (persistent) reduction"),
+    Rule("triton", _TRITON, "Triton kernel whose name does not say what it does"),
+    Rule("softmax", r"(?i)softmax", "softmax_warp_*, cunn_SoftMax*; not fused into attention"),
+    Rule("normalization",
+         r"(?i)layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|rowwisemoments"
+         r"|gammabeta|cudnn::bn_|bn_fw_|bn_bw_|(?:^|[^a-z])ln_(?:fwd|bwd)|cuapply(?:layer|rms)norm"
+         r"|cucomputegradinput|cucomputepartgradgammabeta",
+         "aten/apex/TE layer & RMS norm, cuDNN batch norm"),
+    Rule("conv",
+         r"(?i)convolution|convolve|conv[123]d|_conv_|depthwise|fprop|dgrad|wgrad|scudnn"
+         r"|cudnn::cnn::|cutlass_cudnn|winograd|fft2d_|im2col|col2im|cask_cudnn|implicit_?gemm",
+         "cuDNN engines, implicit-GEMM conv, Winograd, FFT conv and their helpers"),
+    Rule("gemm", r"(?i)gemm|gemv|^cijk_|cublas|matmul|epilogue::impl|magma_",
+         "BLAS kernels and cuBLAS/cuBLASLt helpers (split-K reduce, epilogue)"),
+    Rule("embedding",
+         r"(?i)embedding|indexselect|bounds_check_indices|linearize_index",
+         "nn.Embedding (index_select), FBGEMM TBE"),
+    Rule("indexing",
+         r"(?i)index_(?:elementwise|select|put|copy|add|fill|kernel)|indexing_|indexfunc"
+         r"|scatter|gather|masked_select|masked_scatter|(?:^|[^a-z])(?:take|put)_kernel",
+         "gather/scatter/index/index_put"),
+    Rule("copy",
+         r"(?i)copy|catarray|nchwtonhwc|nhwctonchw|transpose|permute|to_dense|flip_kernel|roll_cuda",
+         "data movement: direct_copy (casts, .contiguous()), cat, layout transforms"),
+    Rule("sort_scan",
+         r"(?i)sort|scan|topk|top_k|searchsorted|bucketize|unique|histogram|cumsum|cumprod"
+         r"|radix|deviceselect|devicecompact|reducebykey|devicepartition|bitonic",
+         "CUB/rocPRIM sort, scan, select; top-k"),
+    Rule("pooling", r"(?i)(?:max|avg|average|adaptive|lp)_?pool|pool(?:ing)?_?[123]d",
+         "max/avg/adaptive pooling"),
+    Rule("reduction",
+         r"(?i)reduce|reduction|classnllcriterion|nll_loss|cross_entropy|argmax|argmin|welford"
+         r"|qparam|(?:^|[^a-z])(?:sum|mean|amax|amin|norm)_kernel",
+         "reduce_kernel, cub DeviceReduce, losses"),
+    Rule("elementwise",
+         r"(?i)elementwise|fillfunctor|fill_kernel|multi_tensor_apply|foreach|dropout|distribution"
+         r"|bernoulli|random|adam|adagrad|sgd|scalepackedtensor|quantize|_to_float|hfp8"
+         r"|relu|gelu|silu|sigmoid|tanh|clamp|where_kernel|masked_fill|arange|range_(?:cuda_)?kernel",
+         "TensorIterator kernels, fills, optimizers, activations, (de)quantization"),
+)
+
+LIBRARY_RULES: tuple[Rule, ...] = (
+    Rule("runtime", r"(?i)^mem(?:cpy|set)", "runtime copies/sets (not kernels)"),
+    Rule("rocclr", r"__amd_rocclr", "ROCm runtime blit kernels"),
+    Rule("rccl", r"(?i)rccl", "ROCm RCCL (it also names kernels ncclDevKernel_*)"),
+    Rule("nccl", r"(?i)nccl|msccl", "NCCL collectives"),
+    Rule("flash_attn", r"(?i)pytorch_flash|flash::|flash_fwd|flash_bwd|flashattn|flash_attn",
+         "FlashAttention 2/3 (package or PyTorch's vendored copy)"),
+    Rule("triton", _TRITON + r"|(?i:flex_attention|flex_decoding)", "Triton (Inductor, flex)"),
+    Rule("cudnn",
+         r"(?i)cudnn|cask_|scudnn|implicit_convolve_sgemm|explicit_convolve_sgemm|wgrad_alg"
+         r"|dgrad_engine|dgrad2d|fft2d_|winograd",
+         "cuDNN and its internal CUTLASS/xmma/cask kernels"),
+    Rule("cublas",
+         r"(?i)cublas|^(?:void )?(?:maxwell|pascal|volta|turing|ampere|hopper|blackwell|sm\d+)_\w*gemm"
+         r"|gemv|gemmsn|gemmk1|splitkreduce|epilogue::impl|magma_sgemm|sgemm_largek|gcgemm",
+         "cuBLAS/cuBLASLt (names ending `_cublas`, arch-prefixed gemm, gemv, helpers)"),
+    Rule("cutlass", r"(?i)cutlass", "CUTLASS instances (cuBLAS ships some; mem-efficient attention)"),
+    Rule("tensile", r"^Cijk_", "Tensile GEMM (rocBLAS / hipBLASLt)"),
+    Rule("ck", r"(?i)ck::|ck_tile::|kernel_batched_gemm|device_gemm_xdl|gridwise_gemm",
+         "AMD Composable Kernel"),
+    Rule("cub", r"(?i)cub::|rocprim::", "CUB / hipCUB / rocPRIM"),
+    Rule("fbgemm",
+         r"(?i)fbgemm|split_embedding|dense_embedding|bounds_check_indices|linearize_index"
+         r"|permute_pooled_embs|recat_copy", "FBGEMM GPU (TBE, sparse ops)"),
+    Rule("apex", r"^(?:void )?multi_tensor_apply_kernel<TensorListMetadata|cuApply|cuComputeGrad"
+         r"|cuComputePartGrad", "NVIDIA Apex fused optimizers / norms"),
+    Rule("pytorch_aten",
+         r"at::|c10::|cunn_|\(anonymous namespace\)::(?:softmax_warp|elementwise_kernel_with_index"
+         r"|indexing_backward)", "PyTorch ATen native kernels"),
+)
+
+_TENSILE_TYPE = r"^Cijk_[A-Za-z]+_[A-Za-z]+_"
+PRECISION_RULES: tuple[Rule, ...] = (
+    Rule("fp8", _TENSILE_TYPE + r"(?:F8|B8)", "Tensile data type code"),
+    Rule("int8", _TENSILE_TYPE + r"(?:I8|4xi8)", "Tensile data type code"),
+    Rule("fp16", _TENSILE_TYPE + r"H", "Tensile: HB, HHS, ..."),
+    Rule("bf16", _TENSILE_TYPE + r"B", "Tensile: BBS, ..."),
+    Rule("tf32", _TENSILE_TYPE + r"X", "Tensile: XS"),
+    Rule("fp32", _TENSILE_TYPE + r"S", "Tensile: SB (S = single, B = beta)"),
+    Rule("fp64", _TENSILE_TYPE + r"D", "Tensile: DB"),
+    Rule("fp8", r"(?i)fp8|float8|e4m3|e5m2|f8f8|_f8_", ""),
+    Rule("int8", r"(?i)int8|i8816|i16832|imma|igemm|_s8_|s8s8|u8u8", ""),
+    Rule("bf16", r"(?i)bf16|bfloat16", ""),
+    Rule("fp16", r"(?i)fp16|f16|half|h884|h1688|h16816|hgemm", "`bf16` already matched above"),
+    Rule("tf32", r"(?i)tf32|xf32|_80_tensorop_s1688|tensorop_s1688(?:gemm|fprop|dgrad|wgrad)",
+         "s1688 on A100 tensor ops with fp32 data = TF32 MMA"),
+    Rule("fp64", r"(?i)dgemm|zgemm|fp64", ""),
+    Rule("fp32", r"(?i)sgemm|scudnn|cgemm|fp32|f32|(?:\b|_)float\b",
+         "fp32 data; `float` template argument"),
+    Rule("fp64", r"(?i)(?:\b|_)double\b", "after fp32: double scalars ride along float kernels"),
+)
+
+TENSOR_CORE_RULES: tuple[Rule, ...] = (
+    Rule(True, r"(?i)^cijk_.*_MI\d+x\d+x\d+", "Tensile MFMA instruction (matrix cores)"),
+    Rule(False, r"(?i)^cijk_", "Tensile without MI = VALU"),
+    Rule(False, r"(?i)ffma|hfma|simt", "FMA on CUDA cores"),
+    Rule(True,
+         r"(?i)tensorop|wmma|hmma|imma|xmma|gmma|warpgroup|mfma|tensor\d+x\d+x\d+|s16816|s161616"
+         r"|h16816|h1688|s1688|h884|s884|i8816|i16832|_mma_",
+         "MMA instruction families and shapes"),
+    Rule(False,
+         r"(?i)sgemm|dgemm|cgemm|gemv|gemmsn|gemmk1|scudnn|winograd|wgrad_alg|dgrad_engine"
+         r"|convolve_sgemm|fft|splitkreduce|epilogue::impl|im2col|cublasdot|cublastranspose|magma_",
+         "SIMT BLAS/conv kernels and GEMM helpers"),
+)
+
+ATTENTION_BACKEND_RULES: tuple[Rule, ...] = (
+    Rule("flash3", r"(?i)flashattn\w*sm90|flash::.*sm90|flash3", "FlashAttention 3 (Hopper)"),
+    Rule("cudnn", r"(?i)cudnn", "cuDNN SDPA (`cudnn_generated_fort_native_sdpa_*`)"),
+    Rule("flex", r"(?i)flex", "FlexAttention (Triton template)"),
+    Rule("efficient",
+         r"(?i)fmha_cutlass|mem_?eff|efficient_attention|attentionkernel|attentionbackwardkernel",
+         "memory-efficient attention (xformers CUTLASS fmha)"),
+    Rule("ck", r"(?i)ck_tile|ck::", "Composable Kernel FMHA"),
+    Rule("flash", r"(?i)flash", "FlashAttention 2 (pytorch_flash::, flash::)"),
+)
+
+TILE_EXTRACTS: tuple[Extract, ...] = (
+    Extract(r"tilesize(\d+x\d+x\d+)", notes="xmma: tilesize128x128x64"),
+    Extract(r"_MT(\d+x\d+x\d+)_", notes="Tensile macro tile"),
+    Extract(r"_(\d+x\d+_\d+)x\d+_", sub=(r"^(\d+x\d+)_(\d+)$", "${1}x${2}"),
+            notes="CUTLASS MxN_KxStages"),
+    Extract(r"kernel_traits<\d+, (\d+, \d+)", sub=(", ", "x"), notes="FlashAttention kBlockM x kBlockN"),
+    Extract(r"(?:^|_)(\d+x\d+(?:x\d+)?)(?:_|$)", notes="cuBLAS/cuDNN/fmha MxN"),
+)
+LAYOUT_EXTRACTS: tuple[Extract, ...] = (
+    Extract(r"^Cijk_(Ailk_Bljk)", sub=(".*", "nn"), notes="Tensile: A(i,l) B(l,j)"),
+    Extract(r"^Cijk_(Alik_Bljk)", sub=(".*", "tn")),
+    Extract(r"^Cijk_(Ailk_Bjlk)", sub=(".*", "nt")),
+    Extract(r"^Cijk_(Alik_Bjlk)", sub=(".*", "tt")),
+    Extract(r"_(tn|nt|nn|tt)(?:_|$)", notes="cuBLAS/CUTLASS layout suffix"),
+)
+ARCH_EXTRACTS: tuple[Extract, ...] = (
+    Extract(r"(?i)(?:^|[^a-z])sm_?(\d{2,3})(?:[a-z]?(?:[^0-9a-z]|$))", prefix="sm"),
+    Extract(r"cutlass_(\d{2,3})_", prefix="sm", notes="cutlass_80_tensorop_..."),
+    Extract(r"ISA(\d{2,3}[a-z]?)_", prefix="gfx", notes="Tensile ISA90a"),
+    Extract(r"(?i)gfx(\d{3,4}[a-z]?)", prefix="gfx"),
+    Extract(r"(?i)(?:^|_)(maxwell)_", sub=(".*", "50"), prefix="sm"),
+    Extract(r"(?i)(?:^|_)(pascal)_", sub=(".*", "60"), prefix="sm"),
+    Extract(r"(?i)(?:^|_)(volta)_", sub=(".*", "70"), prefix="sm"),
+    Extract(r"(?i)(?:^|_)(turing)_", sub=(".*", "75"), prefix="sm"),
+    Extract(r"(?i)(?:^|_)(ampere)_", sub=(".*", "80"), prefix="sm"),
+    Extract(r"(?i)(?:^|_)(hopper)_", sub=(".*", "90"), prefix="sm"),
+)
+
+CLASSIFICATION_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.String(), "kernel_class": pl.String(), "library": pl.String(),
+    "precision": pl.String(), "tensor_cores": pl.Boolean(), "tile": pl.String(),
+    "arch": pl.String(), "layout": pl.String(), "attention_backend": pl.String(),
+}
+KERNEL_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.String(), "kernel_class": pl.String(), "library": pl.String(),
+    "precision": pl.String(), "tensor_cores": pl.Boolean(), "count": pl.Int64(),
+    "total_ns": pl.Int64(), "mean_ns": pl.Float64(), "median_ns": pl.Float64(),
+    "min_ns": pl.Int64(), "max_ns": pl.Int64(), "std_ns": pl.Float64(), "cv": pl.Float64(),
+    "share": pl.Float64(),
+}
+CLASS_TABLE_SCHEMA: dict[str, pl.DataType] = {
+    "kernel_class": pl.String(), "count": pl.Int64(), "total_ns": pl.Int64(), "share": pl.Float64(),
+}
+_MEMORY_CATS = ("gpu_memcpy", "gpu_memset", "memcpy", "memset")
+
+
+def _first_match(
+    rules: Iterable[Rule], default: Any, dtype: pl.DataType, column: str = "name"
+) -> pl.Expr:
+    """`when(rule 1).then(value 1).when(rule 2)...otherwise(default)` over `column`."""
+    name = pl.col(column)
+    chain: Any = pl
+    for rule in rules:
+        chain = chain.when(name.str.contains(rule.pattern)).then(pl.lit(rule.value, dtype=dtype))
+    return chain.otherwise(pl.lit(default, dtype=dtype))
+
+
+def _first_extract(extracts: Iterable[Extract]) -> pl.Expr:
+    """The first extract that captures something, rewritten and prefixed."""
+    parts = []
+    for ex in extracts:
+        got = pl.col("name").str.extract(ex.pattern, 1)
+        if ex.sub is not None:
+            got = got.str.replace(ex.sub[0], ex.sub[1])
+        parts.append(pl.concat_str([pl.lit(ex.prefix), got]) if ex.prefix else got)
+    return pl.coalesce(parts)
+
+
+def _tensor_cores() -> pl.Expr:
+    by_name = _first_match(TENSOR_CORE_RULES, None, pl.Boolean())
+    attention_mma = (pl.col("kernel_class") == "attention") & (
+        pl.col("precision").is_in(["bf16", "fp16", "fp8"])
+        | pl.col("attention_backend").is_in(["flash", "flash3", "cudnn"])
+    )
+    return (
+        pl.when(by_name.is_not_null()).then(by_name)
+        .when(attention_mma).then(pl.lit(True))
+        .when(pl.col("kernel_class").is_in(NO_MMA_CLASSES)).then(pl.lit(False))
+        .otherwise(pl.lit(None, dtype=pl.Boolean()))
+    )
+
+
+def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
+    """One row per unique non-null name, sorted by name, with every taxonomy attribute."""
+    series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
+    frame = series.cast(pl.String()).rename("name").drop_nulls().unique().sort().to_frame()
+    tiled = pl.col("kernel_class").is_in(TILED_CLASSES)
+    return (
+        frame.with_columns(_key=pl.col("name").str.replace_all(r"(?i)fbgemm", "fbg"))
+        .with_columns(
+            kernel_class=_first_match(CLASS_RULES, "other", pl.String(), "_key"),
+            library=_first_match(LIBRARY_RULES, "unknown", pl.String()),
+            precision=_first_match(PRECISION_RULES, None, pl.String()),
+            arch=_first_extract(ARCH_EXTRACTS),
+        )
+        .with_columns(
+            attention_backend=pl.when(pl.col("kernel_class") == "attention")
+            .then(_first_match(ATTENTION_BACKEND_RULES, None, pl.String())),
+            tile=pl.when(tiled).then(_first_extract(TILE_EXTRACTS)),
+            layout=pl.when(pl.col("kernel_class") == "gemm").then(_first_extract(LAYOUT_EXTRACTS)),
+        )
+        .with_columns(tensor_cores=_tensor_cores())
+        .select(list(CLASSIFICATION_SCHEMA))
+        .cast(CLASSIFICATION_SCHEMA)
+    )
+
+
+def classify_name(name: str) -> dict[str, Any]:
+    """The taxonomy attributes of one name, as a dict (convenience for tests and REPLs)."""
+    return classify_names(pl.Series([name], dtype=pl.String())).row(0, named=True)
+
+
+def _kernel_rows(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFrame:
+    cats = ("kernel", *_MEMORY_CATS) if include_memory else ("kernel",)
+    return gpu.filter(pl.col("cat").str.to_lowercase().is_in(cats))
+
+
+def _with_classes(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with the taxonomy columns joined on by name (null names: other/unknown)."""
+    classes = classify_names(rows["name"])
+    return rows.join(classes, on="name", how="left").with_columns(
+        pl.col("kernel_class").fill_null("other"), pl.col("library").fill_null("unknown")
+    )
+
+
+def _share(total: pl.Expr) -> pl.Expr:
+    grand = total.sum()
+    return pl.when(grand > 0).then(total / grand).otherwise(pl.lit(0.0))
+
+
+def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per kernel name: taxonomy, call count and duration statistics, sorted by total time.
+
+    Rows are `gpu` rows with `cat == "kernel"` (any case). `std_ns` is the population
+    standard deviation over the calls in the trace, `cv = std_ns / mean_ns` (0 for one call
+    or an all-zero duration), `share` = `total_ns` / total kernel time of the frame.
+    """
+    stats = _kernel_rows(gpu).group_by("name").agg(
+        count=pl.len(),
+        total_ns=pl.col("dur_ns").sum(),
+        mean_ns=pl.col("dur_ns").mean(),
+        median_ns=pl.col("dur_ns").median(),
+        min_ns=pl.col("dur_ns").min(),
+        max_ns=pl.col("dur_ns").max(),
+        std_ns=pl.col("dur_ns").std(ddof=0),
+    )
+    table = _with_classes(stats)
+    return (
+        table.with_columns(
+            cv=pl.when(pl.col("mean_ns") > 0).then(pl.col("std_ns") / pl.col("mean_ns"))
+            .otherwise(pl.lit(0.0)),
+            share=_share(pl.col("total_ns")),
+        )
+        .select(list(KERNEL_TABLE_SCHEMA))
+        .cast(KERNEL_TABLE_SCHEMA)
+        .sort(["total_ns", "name"], descending=[True, False], nulls_last=True)
+    )
+
+
+def class_table(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFrame:
+    """Per kernel class: count, total time and share, sorted by total time.
+
+    The denominator of `share` is the total time of the rows counted: kernels only by
+    default; kernels + memcpy + memset (classes `memcpy`, `memset`) with `include_memory`.
+    Overlap between streams is not removed: this is summed GPU time, not busy time.
+    """
+    rows = _with_classes(_kernel_rows(gpu, include_memory=include_memory))
+    return (
+        rows.group_by("kernel_class")
+        .agg(count=pl.len(), total_ns=pl.col("dur_ns").sum())
+        .with_columns(share=_share(pl.col("total_ns")))
+        .select(list(CLASS_TABLE_SCHEMA))
+        .cast(CLASS_TABLE_SCHEMA)
+        .sort(["total_ns", "kernel_class"], descending=[True, False])
+    )
+
+
+def tensor_core_share(gpu: pl.DataFrame) -> float | None:
+    """Fraction of GEMM + conv kernel time spent in tensor-core kernels.
+
+    Kernels whose tensor-core use is unknown count as not on tensor cores. None when the
+    frame has no GEMM or conv kernel time.
+    """
+    rows = _with_classes(_kernel_rows(gpu)).filter(
+        pl.col("kernel_class").is_in(["gemm", "conv"])
+    )
+    total = rows["dur_ns"].sum()
+    if rows.is_empty() or not total:
+        return None
+    on_tc = rows.filter(pl.col("tensor_cores").fill_null(False))["dur_ns"].sum()
+    return float(on_tc) / float(total)
