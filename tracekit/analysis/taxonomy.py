@@ -21,20 +21,17 @@ Attributes (one row per unique name, see `classify_names`):
 | layout            | tn/nt/nn/tt (BLAS column-major convention) for gemm, else null  |
 | attention_backend | flash, flash3, efficient, cudnn, flex, ck for attention, else null |
 
-Class rules, in order (first match wins; the full tables are `CLASS_RULES` etc. below and
+Class rules, in order (first match wins; `CLASS_RULES` below is the full table and
 `docs/kernel-taxonomy.md` explains every token):
 
-| # | class          | fingerprint (abridged)                                           |
-|---|----------------|------------------------------------------------------------------|
-| 1 | memcpy, memset | activity names `Memcpy ...`, `Memset ...`; ROCm `fillBuffer`     |
-| 2 | communication  | `nccl`, `rccl`, `msccl`, `nvshmem`, custom all-reduce (never `hip`) |
-| 3 | attention      | flash/fmha/sdpa/flex/`attention` kernels                          |
-| 4 | (Triton)       | `triton_tem_*mm` gemm, `triton_poi_` elementwise, `triton_red_`/`triton_per_` reduction, other `triton_` |
-| 5 | softmax        | `softmax` (eager softmax kernels: math-SDPA's softmax lands here) |
-| 6 | normalization  | layer/RMS/batch/group norm, `RowwiseMoments`, `GammaBeta`        |
-| 7 | conv           | `convolve`, `fprop`/`dgrad`/`wgrad`, `scudnn`, winograd, cuDNN FFT |
-| 8 | gemm           | `gemm`, `gemv`, `Cijk_` (Tensile), cuBLAS helpers                 |
-| 9 | embedding .. elementwise | embedding, indexing, copy, sort_scan, pooling, reduction, elementwise |
+1. memcpy, memset: activity names `Memcpy ...`, `Memset ...`; ROCm `__amd_rocclr_fill*`
+2. communication: `nccl`, `rccl`, `msccl`, `nvshmem`, custom all-reduce (never a `hip` prefix)
+3. attention: FlashAttention, `fmha`, `sdpa`, flex, `attention` (fused kernels only)
+4. Triton by kind: `triton_tem_*mm` gemm, `triton_poi_` elementwise, `triton_red_`/`_per_`
+   reduction (softmax/norm when named), any other `triton_` -> `triton`
+5. softmax, normalization (layer/RMS/batch/group norm), conv (`convolve`, `fprop`/`dgrad`/
+   `wgrad`, `scudnn`, Winograd, FFT), gemm (`gemm`, `gemv`, `Cijk_`, cuBLAS helpers)
+6. embedding, indexing, copy, sort_scan, pooling, reduction, elementwise; else `other`
 """
 
 from __future__ import annotations
@@ -185,7 +182,7 @@ PRECISION_RULES: tuple[Rule, ...] = (
     Rule("fp32", _TENSILE_TYPE + r"S", "Tensile: SB (S = single, B = beta)"),
     Rule("fp64", _TENSILE_TYPE + r"D", "Tensile: DB"),
     Rule("fp8", r"(?i)fp8|float8|e4m3|e5m2|f8f8|_f8_", ""),
-    Rule("int8", r"(?i)int8|i8816|i16832|imma|igemm|_s8_|s8s8|u8u8", ""),
+    Rule("int8", r"(?i)int8|i8i8|i8816|i16832|imma|igemm|_s8_|s8s8|u8u8", ""),
     Rule("bf16", r"(?i)bf16|bfloat16", ""),
     Rule("fp16", r"(?i)fp16|f16|half|h884|h1688|h16816|hgemm", "`bf16` already matched above"),
     Rule("tf32", r"(?i)tf32|xf32|_80_tensorop_s1688|tensorop_s1688(?:gemm|fprop|dgrad|wgrad)",
@@ -201,7 +198,7 @@ TENSOR_CORE_RULES: tuple[Rule, ...] = (
     Rule(False, r"(?i)^cijk_", "Tensile without MI = VALU"),
     Rule(False, r"(?i)ffma|hfma|simt", "FMA on CUDA cores"),
     Rule(True,
-         r"(?i)tensorop|wmma|hmma|imma|xmma|gmma|warpgroup|mfma|tensor\d+x\d+x\d+|s16816|s161616"
+         r"(?i)tensorop|wmma|hmma|imma|xmma|gmma|warpgroup|mfma|xdl|tensor\d+x\d+x\d+|s16816|s161616"
          r"|h16816|h1688|s1688|h884|s884|i8816|i16832|_mma_",
          "MMA instruction families and shapes"),
     Rule(False,
