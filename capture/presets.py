@@ -6,7 +6,11 @@ torch or transformers to be listed (the CLI's help names them).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+from capture.errors import CaptureError
 
 # Token ids 0..2 are reserved for pad/bos/eos in every preset; prompts use ids >= 3.
 SPECIAL_TOKENS: dict[str, int] = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -44,3 +48,21 @@ DEFAULT_PRESET = "tiny-llama"
 def preset_config_kwargs(name: str) -> dict[str, Any]:
     """Return the full `LlamaConfig` keyword arguments of preset `name`."""
     return {**PRESETS[name]["config"], **SPECIAL_TOKENS}
+
+
+def model_source(model: str) -> str:
+    """Return "preset" or "local" for `--model`, or raise a one-line `CaptureError`."""
+    if model in PRESETS:
+        return "preset"
+    path = Path(model)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise CaptureError(f"model directory {model!r} has no config.json")
+        return "local"
+    if path.exists():
+        raise CaptureError(f"--model {model!r} is a file; give a preset or a model directory")
+    if os.sep in model or "/" in model or model.startswith((".", "~")):
+        raise CaptureError(f"model directory not found: {model!r} (capture never downloads from a hub)")
+    raise CaptureError(
+        f"unknown model preset {model!r} (presets: {', '.join(PRESETS)}; or give a local model directory)"
+    )

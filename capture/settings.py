@@ -11,6 +11,8 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flex_attention")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DEVICES = ("auto", "cuda", "cpu")
 MODES = ("generate", "forward")
+SCENARIOS = ("attention-variants",)
+SCENARIO_VARIANTS = ("eager", "eager-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,222 @@
+"""The `attention-variants` scenario: one causal attention forward per implementation.
+
+Each variant computes causal attention on random q, k, v of shape
+batch x heads x seq x head_dim, under `torch.no_grad`, each call inside
+`record_function("attn_fwd")`, profiled with schedule wait 1 / warmup 1 / active 3, so the
+trace holds three `attn_fwd` ranges. Variants:
+
+- `eager`: matmul, scale, out-of-place `masked_fill`, `softmax`, matmul;
+- `eager-inplace`: the same with in-place `mul_` and `masked_fill_`;
+- `sdpa-math`, `sdpa-efficient`, `sdpa-flash`, `sdpa-cudnn`:
+  `scaled_dot_product_attention(is_causal=True)` pinned to one backend with `sdpa_kernel`.
+
+A backend the device or torch build lacks is skipped: the index records it with
+`status: "skipped"`, `path: null` and the reason in `note`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import record_function
+
+from capture.errors import CaptureError
+from capture.metadata import base_metadata
+from capture.runtime import dtype_name, resolve_device, resolve_dtype, synchronize
+from capture.session import make_profiler
+from capture.settings import SCENARIO_VARIANTS as VARIANTS
+from capture.tracefile import write_json, write_trace
+
+SCENARIO = "attention-variants"
+INDEX_NAME = "index.json"
+SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
+SDPA_BACKENDS = {
+    "sdpa-math": "MATH",
+    "sdpa-efficient": "EFFICIENT_ATTENTION",
+    "sdpa-flash": "FLASH_ATTENTION",
+    "sdpa-cudnn": "CUDNN_ATTENTION",
+}
+GPU_SHAPE = {"batch": 4, "heads": 32, "seq": 4096, "head_dim": 64}
+CPU_SHAPE = {"batch": 1, "heads": 4, "seq": 256, "head_dim": 64}
+Report = Callable[[str], None]
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Causal attention written out: matmul, scale, masked_fill, softmax, matmul."""
+    scores = torch.matmul(q, k.transpose(-2, -1))
+    scores = scores * (1.0 / math.sqrt(q.shape[-1]))
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def inplace_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`naive_attention` with the scale and the mask applied in place."""
+    scores = torch.matmul(q, k.transpose(-2, -1))
+    scores.mul_(1.0 / math.sqrt(q.shape[-1]))
+    scores.masked_fill_(mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def variant_call(variant: str, tensors: dict[str, torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """A no-argument callable running one attention forward of `variant`."""
+    q, k, v, mask = tensors["q"], tensors["k"], tensors["v"], tensors["mask"]
+    if variant == "eager":
+        return lambda: naive_attention(q, k, v, mask)
+    if variant == "eager-inplace":
+        return lambda: inplace_attention(q, k, v, mask)
+    backend = getattr(SDPBackend, SDPA_BACKENDS[variant], None)
+
+    def sdpa() -> torch.Tensor:
+        if backend is None:
+            raise RuntimeError(f"torch {torch.__version__} has no SDPBackend.{SDPA_BACKENDS[variant]}")
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return sdpa
+
+
+def resolve_shape(device: torch.device, **given: int | None) -> dict[str, int]:
+    """Shape options with device defaults filled in (GPU: 4x32x4096x64, CPU: 1x4x256x64)."""
+    defaults = GPU_SHAPE if device.type == "cuda" else CPU_SHAPE
+    shape = {key: given.get(key) or value for key, value in defaults.items()}
+    for key, value in shape.items():
+        if value < 1:
+            raise CaptureError(f"{key.replace('_', '-')} must be at least 1")
+    return shape
+
+
+def make_tensors(
+    shape: dict[str, int], device: torch.device, dtype: torch.dtype, seed: int
+) -> dict[str, torch.Tensor]:
+    """Seeded random q, k, v and the boolean causal mask (True above the diagonal)."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    size = (shape["batch"], shape["heads"], shape["seq"], shape["head_dim"])
+    tensors = {name: torch.randn(size, generator=generator, device=device, dtype=dtype) for name in "qkv"}
+    ones = torch.ones(shape["seq"], shape["seq"], dtype=torch.bool, device=device)
+    tensors["mask"] = torch.triu(ones, diagonal=1)
+    return tensors
+
+
+def unavailable_reason(call: Callable[[], torch.Tensor], device: torch.device) -> str | None:
+    """Run `call` once (also a warm-up); return why it cannot run here, or None."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.no_grad():
+                call()
+            synchronize(device)
+        except RuntimeError as error:
+            reasons = [str(error).strip().splitlines()[0]]
+            reasons += [str(w.message).strip().splitlines()[0] for w in caught]
+            return "; ".join(dict.fromkeys(reasons))[:500]
+    return None
+
+
+def capture_variant(
+    variant: str,
+    call: Callable[[], torch.Tensor],
+    out: Path,
+    metadata: dict[str, Any],
+    device: torch.device,
+    profiler_options: dict[str, bool],
+) -> None:
+    """Profile `call` with the scenario schedule and write the trace to `out`."""
+    metadata["profiler"] = {"schedule": SCHEDULE}
+    profiler = make_profiler(
+        metadata, device, **profiler_options, schedule=torch.profiler.schedule(**SCHEDULE, repeat=1)
+    )
+    with torch.no_grad(), profiler:
+        for _ in range(sum(SCHEDULE.values())):
+            with record_function("attn_fwd"):
+                call()
+            synchronize(device)
+            profiler.step()
+    write_trace(profiler, out)
+
+
+def run_attention_variants(
+    out_dir: str | Path,
+    variants: list[str] | None = None,
+    *,
+    device: str = "auto",
+    dtype: str | None = None,
+    batch: int | None = None,
+    heads: int | None = None,
+    seq: int | None = None,
+    head_dim: int | None = None,
+    seed: int = 0,
+    profiler_options: dict[str, bool] | None = None,
+    report: Report | None = None,
+) -> list[dict[str, Any]]:
+    """Write one trace per variant (default: all) and `index.json` into `out_dir`.
+
+    `profiler_options` takes record_shapes, with_stack, with_modules, profile_memory.
+    Returns the index entries, skipped variants included.
+    """
+    for variant in variants or []:
+        if variant not in VARIANTS:
+            raise CaptureError(f"unknown attention variant {variant!r} (choose from: {', '.join(VARIANTS)})")
+    out_dir = Path(out_dir)
+    run_device = resolve_device(device)
+    run_dtype = resolve_dtype(dtype, run_device)
+    shape = resolve_shape(run_device, batch=batch, heads=heads, seq=seq, head_dim=head_dim)
+    tensors = make_tensors(shape, run_device, run_dtype, seed)
+    entries: list[dict[str, Any]] = []
+    for variant in variants or list(VARIANTS):
+        entry = _entry(variant, run_device, run_dtype, shape)
+        call = variant_call(variant, tensors)
+        reason = unavailable_reason(call, run_device)
+        if reason is not None:
+            entry["note"] = (
+                f"{entry['sdpa_backend'] or variant} cannot run on {run_device.type} with {entry['dtype']}: {reason}"
+            )
+        else:
+            metadata = {**base_metadata(SCENARIO, run_device), **_trace_fields(entry, seed)}
+            capture_variant(
+                variant, call, out_dir / f"{variant}.json.gz", metadata, run_device, profiler_options or {}
+            )
+            entry.update(path=f"{variant}.json.gz", status="ok")
+        entries.append(entry)
+        write_json(out_dir / INDEX_NAME, entries)
+        if report:
+            report(
+                f"{variant}: "
+                + (f"wrote {out_dir / entry['path']}" if entry["path"] else f"skipped ({entry['note']})")
+            )
+    return entries
+
+
+def _entry(variant: str, device: torch.device, dtype: torch.dtype, shape: dict[str, int]) -> dict[str, Any]:
+    return {
+        "variant": variant,
+        "attn_implementation": "sdpa" if variant in SDPA_BACKENDS else "eager",
+        "sdpa_backend": SDPA_BACKENDS.get(variant),
+        "path": None,
+        "model": SCENARIO,
+        "dtype": dtype_name(dtype),
+        "device": device.type,
+        "shapes": shape,
+        "status": "skipped",
+        "note": None,
+    }
+
+
+def _trace_fields(entry: dict[str, Any], seed: int) -> dict[str, Any]:
+    return {
+        "scenario": SCENARIO,
+        "variant": entry["variant"],
+        "attn_implementation": entry["attn_implementation"],
+        "sdpa_backend": entry["sdpa_backend"],
+        "dtype": entry["dtype"],
+        "shapes": entry["shapes"],
+        "causal": True,
+        "seed": seed,
+        "annotations": {"attn_fwd": "one attention forward; three per trace"},
+    }

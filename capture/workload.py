@@ -1,0 +1,184 @@
+"""Model captures: warm-up, then one profiled `generate` (or forward), written as a trace.
+
+`capture_model` makes one trace; `run_sweep` makes one per attention implementation plus
+an `index.json` listing them.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from capture.annotate import ANNOTATION_NAMES, annotate
+from capture.metadata import attn_implementation, base_metadata
+from capture.models import load_model, model_summary
+from capture.presets import model_source
+from capture.runtime import check_attn_available, dtype_name, resolve_device, resolve_dtype, synchronize
+from capture.session import make_profiler
+from capture.settings import CaptureSettings
+from capture.tracefile import check_trace_path, write_json, write_trace
+
+INDEX_NAME = "index.json"
+Report = Callable[[str], None]
+
+
+def capture_model(settings: CaptureSettings, out: str | Path, report: Report | None = None) -> dict[str, Any]:
+    """Capture one trace of `settings` into `out`; returns its index entry (path as given)."""
+    out = check_trace_path(out)
+    device = resolve_device(settings.device)
+    metadata = _profile_model(settings, device, out)
+    _free_memory(device)
+    entry = _index_entry(settings, metadata, str(out))
+    if report:
+        report(
+            f"wrote {out} ({settings.attn} -> {entry['attn_implementation']}, {entry['dtype']}, {entry['device']})"
+        )
+    return entry
+
+
+def _profile_model(settings: CaptureSettings, device: torch.device, out: Path) -> dict[str, Any]:
+    """Load the model, run warm-up and the profiled step, write the trace; return its metadata."""
+    dtype = resolve_dtype(settings.dtype, device)
+    model = load_model(settings.model, settings.attn, dtype, device, settings.seed)
+    metadata = _metadata(settings, model, device, dtype)
+    schedule = {"wait": settings.warmup, "warmup": 1, "active": 1}
+    metadata["profiler"] = {"schedule": schedule}
+    run_once = _workload(model, settings, device)
+    with annotate(model):
+        profiler = make_profiler(
+            metadata,
+            device,
+            settings.record_shapes,
+            settings.with_stack,
+            settings.with_modules,
+            settings.profile_memory,
+            schedule=torch.profiler.schedule(**schedule, repeat=1),
+        )
+        with profiler:
+            for _ in range(sum(schedule.values())):
+                run_once()
+                synchronize(device)
+                profiler.step()
+    write_trace(profiler, out)
+    return metadata
+
+
+def run_sweep(
+    settings: CaptureSettings, out_dir: str | Path, variants: list[str], report: Report | None = None
+) -> list[dict[str, Any]]:
+    """One trace per attention implementation in `variants`, plus `index.json`, in `out_dir`.
+
+    Traces are named `<model>-<variant>.json.gz` (model: preset or directory name).
+
+    Every variant is checked before the first capture starts. The index is rewritten
+    after each trace, so an interrupted sweep still leaves a valid one.
+    """
+    out_dir = Path(out_dir)
+    model_source(settings.model)
+    device = resolve_device(settings.device)
+    for variant in variants:
+        check_attn_available(variant, device)
+    entries: list[dict[str, Any]] = []
+    for variant in variants:
+        name = f"{_file_stem(settings.model)}-{variant}.json.gz"
+        entry = capture_model(settings.with_attn(variant), out_dir / name, report)
+        entries.append({**entry, "path": name})
+        write_json(out_dir / INDEX_NAME, entries)
+    if report:
+        report(f"wrote {out_dir / INDEX_NAME} ({len(entries)} traces)")
+    return entries
+
+
+def _file_stem(model: str) -> str:
+    """File-name-safe model id: the preset name or the model directory's name."""
+    name = model if model_source(model) == "preset" else Path(model).resolve().name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+
+
+def make_inputs(model: Any, settings: CaptureSettings, device: torch.device) -> dict[str, torch.Tensor]:
+    """Seeded random prompt ids (avoiding ids 0..2, the special tokens of the presets)."""
+    vocab = model.config.get_text_config().vocab_size
+    generator = torch.Generator().manual_seed(settings.seed)
+    low = 3 if vocab > 3 else 0
+    ids = torch.randint(low, vocab, (settings.batch, settings.prompt_len), generator=generator)
+    return {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device)}
+
+
+def _workload(model: Any, settings: CaptureSettings, device: torch.device) -> Callable[[], Any]:
+    inputs = make_inputs(model, settings, device)
+    if settings.mode == "forward":
+
+        def forward() -> Any:
+            with torch.no_grad():
+                return model(**inputs, use_cache=False)
+
+        return forward
+
+    def generate() -> Any:
+        return model.generate(
+            **inputs,
+            max_new_tokens=settings.new_tokens,
+            min_new_tokens=settings.new_tokens,
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=_pad_token_id(model),
+        )
+
+    return generate
+
+
+def _pad_token_id(model: Any) -> int:
+    config = model.generation_config
+    for value in (config.pad_token_id, config.eos_token_id, model.config.get_text_config().pad_token_id):
+        if isinstance(value, list) and value:
+            return int(value[0])
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _metadata(
+    settings: CaptureSettings, model: Any, device: torch.device, dtype: torch.dtype
+) -> dict[str, Any]:
+    return {
+        **base_metadata("model", device),
+        "model": model_summary(settings.model, model),
+        "attn_implementation": attn_implementation(model),
+        "attn_implementation_requested": settings.attn,
+        "dtype": dtype_name(dtype),
+        "mode": settings.mode,
+        "shapes": {
+            "batch": settings.batch,
+            "prompt_len": settings.prompt_len,
+            "new_tokens": settings.new_tokens,
+        },
+        "seed": settings.seed,
+        "warmup": settings.warmup,
+        "annotations": ANNOTATION_NAMES,
+    }
+
+
+def _index_entry(settings: CaptureSettings, metadata: dict[str, Any], path: str) -> dict[str, Any]:
+    return {
+        "variant": settings.attn,
+        "attn_implementation": metadata["attn_implementation"],
+        "attn_implementation_requested": settings.attn,
+        "path": path,
+        "model": metadata["model"]["id"],
+        "dtype": metadata["dtype"],
+        "device": metadata["device"],
+        "mode": settings.mode,
+        "shapes": metadata["shapes"],
+        "status": "ok",
+    }
+
+
+def _free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
