@@ -1,0 +1,47 @@
+# tracekit — `make help` lists the targets.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+TRACE  ?= examples/traces/cpu/tiny-llama-sdpa.json.gz
+OUT    ?= tracekit-report.html
+
+.DEFAULT_GOAL := help
+.PHONY: help setup setup-dev demo test test-fast bench wheel clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+$(VENV)/.base: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev,capture]'
+	touch $@
+
+setup: $(VENV)/.base  ## create .venv and install tracekit (analysis only: no torch)
+
+setup-dev: $(VENV)/.dev  ## also install the test tools and the capture extra (torch CPU build, transformers)
+
+demo: setup  ## the main job: analyse the shipped example trace and write an HTML report
+	$(BIN)/tracekit summary $(TRACE)
+	$(BIN)/tracekit report $(TRACE) -o $(OUT)
+	@echo "report written to $(OUT)"
+
+test: setup-dev  ## run the whole test suite
+	$(BIN)/python -m pytest -q -n 2
+
+test-fast: setup-dev  ## the suite without browser and real-trace tests
+	$(BIN)/python -m pytest -q -n 2 -m "not browser and not real"
+
+bench: setup  ## speed and memory benchmarks (needs ../shared/traces)
+	$(BIN)/python benchmarks/load.py
+
+wheel: setup  ## build a wheel into dist/
+	$(BIN)/python -m pip wheel --no-deps -w dist .
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf build dist *.egg-info .pytest_cache test-output

@@ -1,0 +1,176 @@
+"""Op <-> GPU attribution: which CPU op costs how much CPU time and launched which GPU work.
+
+Every `cpu_op` slice is placed in its thread's op tree (`nesting.with_parents`); every
+GPU work event (kernel, memcpy, memset) is tied to the op that launched it
+(`links.gpu_links`: correlation -> launch call -> External id, else containment).
+From those two facts, per op instance and per op name (`docs/metrics-attribution.md`
+has the long form):
+
+- CPU total: the op's wall time. Per name, an instance nested inside another instance
+  of the same name (recursion) is not counted again.
+- CPU self: total minus the time of its direct child ops on the same thread (runtime
+  calls are not ops: launch time stays in the self time of the op that launched).
+- self GPU: summed duration of the GPU events launched directly by the op.
+- inclusive GPU: summed duration of the GPU events launched by the op or any op below
+  it. Per name, each GPU event counts once however many same-name ancestors it has, so a
+  name's inclusive GPU time never exceeds the trace's total GPU work time.
+
+GPU time is summed activity time, not busy time: two overlapping kernels on two streams
+count twice. GPU events with no op are counted, never dropped (`unlinked_events`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from tracekit.analysis.launches import launch_family
+from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.nesting import ancestors
+from tracekit.model import Trace
+
+I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
+
+INSTANCE_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64, "name": STR, "pid": STR, "tid": STR, "ts_ns": I64, "dur_ns": I64, "end_ns": I64,
+    "depth": I64, "parent_eid": I64, "external_id": I64, "self_ns": I64, "launches": I64,
+    "gpu_events_self": I64, "gpu_self_ns": I64, "gpu_events_incl": I64, "kernels_incl": I64,
+    "gpu_incl_ns": I64,
+}
+OPS_SCHEMA: dict[str, pl.DataType] = {
+    "name": STR, "calls": I64, "cpu_total_ns": I64, "cpu_self_ns": I64, "cpu_mean_ns": F64,
+    "gpu_incl_ns": I64, "gpu_self_ns": I64, "gpu_events_incl": I64, "gpu_events_self": I64,
+    "kernels_incl": I64, "kernels_per_call": F64, "calls_without_gpu": I64,
+    "launches_nothing": BOOL, "gpu_share": F64,
+}
+CLOSURE_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "ancestor_eid": I64}
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Result of `attribute`. Frames are typed even when empty."""
+
+    ops: pl.DataFrame  # OPS_SCHEMA: one row per cpu_op name, by inclusive GPU time
+    instances: pl.DataFrame  # INSTANCE_SCHEMA: one row per cpu_op slice
+    gpu: pl.DataFrame  # GPU work rows with their launch and op (`links.gpu_links`)
+    gpu_events: int  # GPU work events (kernels + memcpys + memsets)
+    gpu_total_ns: int  # their summed duration (the denominator of `gpu_share`)
+    linked_events: int  # tied to a cpu_op
+    unlinked_events: int  # tied to no cpu_op (no launch call, or a launch outside any op)
+    unlinked_ns: int
+    no_launch_events: int  # of the unlinked: no launch call found at all
+    silent_op_names: int  # op names none of whose calls launched GPU work
+
+
+def attribute(trace: Trace) -> Attribution:
+    """Per-op and per-op-name CPU and GPU time; see the module docstring."""
+    nested = cpu_ops(trace)
+    launches = launch_ops(trace, ops=nested)
+    gpu = gpu_links(trace, launches=launches)
+    closure = closure_pairs(nested)
+    instances = _instances(nested, launches, gpu, closure)
+    ops = _per_name(instances, gpu, closure, total_ns=int(gpu["dur_ns"].sum() or 0))
+    no_op = gpu.filter(pl.col("op_eid").is_null())
+    return Attribution(
+        ops=ops,
+        instances=instances,
+        gpu=gpu,
+        gpu_events=gpu.height,
+        gpu_total_ns=int(gpu["dur_ns"].sum() or 0),
+        linked_events=gpu.height - no_op.height,
+        unlinked_events=no_op.height,
+        unlinked_ns=int(no_op["dur_ns"].sum() or 0),
+        no_launch_events=int(gpu["launch_eid"].null_count()),
+        silent_op_names=int(ops["launches_nothing"].sum() or 0),
+    )
+
+
+def closure_pairs(nested: pl.DataFrame) -> pl.DataFrame:
+    """(eid, ancestor_eid) for every op and each of its ancestors, itself included."""
+    if nested.is_empty():
+        return pl.DataFrame(schema=CLOSURE_SCHEMA)
+    own = nested.select("eid", pl.col("eid").alias("ancestor_eid"))
+    return pl.concat([own, ancestors(nested).cast(CLOSURE_SCHEMA)])
+
+
+def op_paths(nested: pl.DataFrame, eids: pl.Series, *, sep: str = " > ") -> pl.DataFrame:
+    """(eid, op_path): the names from the outermost op down to `eid`, joined by `sep`."""
+    wanted = pl.DataFrame({"eid": eids.cast(I64)}).drop_nulls().unique()
+    if wanted.is_empty() or nested.is_empty():
+        return pl.DataFrame(schema={"eid": I64, "op_path": STR})
+    names = nested.select(pl.col("eid").alias("ancestor_eid"), "name", "depth")
+    chain = closure_pairs(nested).join(wanted, on="eid", how="semi").join(names, on="ancestor_eid")
+    return chain.group_by("eid").agg(op_path=pl.col("name").sort_by("depth").str.join(sep))
+
+
+def enclosing_ops(points: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
+    """(eid, op_eid): for rows (`eid, pid, tid, ts_ns, end_ns`) the innermost op containing them."""
+    schema = {"eid": I64, "op_eid": I64}
+    if points.is_empty() or nested.is_empty():
+        return pl.DataFrame(schema=schema)
+    found = _containing_op(points.select("eid", "pid", "tid", "ts_ns", "end_ns"), nested)
+    return found.select("eid", pl.col("_c_eid").alias("op_eid")).cast(schema)
+
+
+def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
+               closure: pl.DataFrame) -> pl.DataFrame:
+    if nested.is_empty():
+        return pl.DataFrame(schema=INSTANCE_SCHEMA)
+    children = nested.group_by("parent_eid").agg(_child_ns=pl.col("dur_ns").sum())
+    children = children.rename({"parent_eid": "eid"})
+    is_launch = launch_family(pl.col("name")).is_not_null() & pl.col("op_eid").is_not_null()
+    n_launch = launches.filter(is_launch).group_by("op_eid").agg(launches=pl.len()).rename({"op_eid": "eid"})
+    own = gpu.filter(pl.col("op_eid").is_not_null()).group_by("op_eid").agg(
+        gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum()).rename({"op_eid": "eid"})
+    events = gpu.filter(pl.col("op_eid").is_not_null()).select(
+        pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64))
+    incl = events.join(closure, on="eid").group_by("ancestor_eid").agg(
+        gpu_events_incl=pl.len(), kernels_incl=pl.col("_kernel").sum(), gpu_incl_ns=pl.col("dur_ns").sum(),
+    ).rename({"ancestor_eid": "eid"})
+    out = nested
+    for part in (children, n_launch, own, incl):
+        out = out.join(part, on="eid", how="left")
+    zero = ["launches", "gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns"]
+    out = out.with_columns(
+        *(pl.col(c).fill_null(0) for c in zero),
+        self_ns=(pl.col("dur_ns") - pl.col("_child_ns").fill_null(0)).clip(lower_bound=0),
+    )
+    return out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA).sort("ts_ns", "eid")
+
+
+def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame, *,
+              total_ns: int) -> pl.DataFrame:
+    if instances.is_empty():
+        return pl.DataFrame(schema=OPS_SCHEMA)
+    names = instances.select("eid", "name")
+    anc_names = names.rename({"eid": "ancestor_eid", "name": "_anc_name"})
+    # an instance with a same-name ancestor is a recursion: its CPU time is already counted
+    recursive = (closure.filter(pl.col("eid") != pl.col("ancestor_eid")).join(anc_names, on="ancestor_eid")
+                 .join(names, on="eid").filter(pl.col("name") == pl.col("_anc_name")).select("eid").unique())
+    base = instances.with_columns(_outer=~pl.col("eid").is_in(recursive["eid"].implode()))
+    cpu = base.group_by("name").agg(
+        calls=pl.len(),
+        cpu_total_ns=pl.col("dur_ns").filter(pl.col("_outer")).sum(),
+        cpu_self_ns=pl.col("self_ns").sum(),
+        cpu_mean_ns=pl.col("dur_ns").mean(),
+        gpu_self_ns=pl.col("gpu_self_ns").sum(),
+        gpu_events_self=pl.col("gpu_events_self").sum(),
+        calls_without_gpu=(pl.col("gpu_events_incl") == 0).sum(),
+    )
+    events = gpu.filter(pl.col("op_eid").is_not_null()).select(
+        pl.col("eid").alias("_g"), pl.col("op_eid").alias("eid"), "dur_ns", _kernel=pl.col("cat") == "kernel")
+    # each GPU event once per name, however many same-name ancestors it has
+    per_name = (events.join(closure, on="eid").join(anc_names, on="ancestor_eid")
+                .unique(["_g", "_anc_name"]).group_by("_anc_name").agg(
+                    gpu_incl_ns=pl.col("dur_ns").sum(), gpu_events_incl=pl.len(),
+                    kernels_incl=pl.col("_kernel").sum()).rename({"_anc_name": "name"}))
+    out = cpu.join(per_name, on="name", how="left").with_columns(
+        pl.col("gpu_incl_ns", "gpu_events_incl", "kernels_incl").fill_null(0))
+    out = out.with_columns(
+        kernels_per_call=pl.col("kernels_incl") / pl.col("calls"),
+        launches_nothing=pl.col("gpu_events_incl") == 0,
+        gpu_share=pl.col("gpu_incl_ns") / total_ns if total_ns > 0 else pl.lit(0.0),
+    )
+    return (out.select(list(OPS_SCHEMA)).cast(OPS_SCHEMA)
+            .sort(["gpu_incl_ns", "cpu_total_ns", "name"], descending=[True, True, False]))

@@ -1,0 +1,69 @@
+"""Report model -> GitHub-flavoured Markdown for a pull-request comment (under 60,000 characters).
+
+Trace-derived text is escaped so it cannot open HTML, links, images or tables of its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tracekit.report.model import Report, Table
+
+MAX_CHARS = 60_000
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def md(text: object) -> str:
+    """Plain text safe inside Markdown prose and table cells."""
+    s = " ".join(str(text).split())
+    s = _SPECIAL.sub(r"\\\1", s)
+    s = s.replace("&", "&amp;").replace("://", "\\:\\/\\/")  # no autolinks from trace text
+    return re.sub(r"(?i)\bwww\.", lambda m: m.group(0)[:-1] + "\\.", s)
+
+
+def code(text: object, limit: int = 120) -> str:
+    """Text inside an inline code span (backticks and pipes cannot break out)."""
+    s = " ".join(str(text).split()).replace("`", "'").replace("|", "¦")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def table(t: Table, rows: int) -> list[str]:
+    head = "| " + " | ".join(md(c.label) for c in t.columns) + " |"
+    rule = "|" + "|".join("---:" if c.numeric else "---" for c in t.columns) + "|"
+    body = []
+    for row in t.rows[:rows]:
+        cells = [f"`{code(cell.text, 70)}`" if i == 0 else md(cell.text) for i, cell in enumerate(row)]
+        body.append("| " + " | ".join(cells) + " |")
+    out = [f"#### {md(t.title)}", "", head, rule, *body]
+    shown = min(rows, len(t.rows))
+    total = t.total_rows or len(t.rows)
+    if total > shown:
+        out.append(f"\n_{shown} of {total} rows; the HTML report has them all._")
+    return out + [""]
+
+
+def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int = 10, findings: int = 10) -> str:
+    lines = [f"### {md(report.title)}", "", md(report.subtitle), "", f"**{md(report.verdict)}**", ""]
+    lines += ["| | |", "|---|---|"] + [f"| {md(k)} | {md(v)} |" for k, v in report.facts] + [""]
+    if report.cards:
+        lines.append("| " + " | ".join(md(c.label) for c in report.cards) + " |")
+        lines.append("|" + "|".join("---" for _ in report.cards) + "|")
+        lines.append("| " + " | ".join(md(c.value) + (f" ({md(c.detail)})" if c.detail else "") for c in report.cards) + " |")
+        lines.append("")
+    lines += ["#### Findings", ""]
+    for i, f in enumerate(report.findings[:findings], 1):
+        lines.append(f"{i}. **{md(f.title)}** ({f.severity}, {md(f.time_lost)}, {md(f.share)})")
+        lines += [f"   - `{code(e)}`" for e in f.evidence[:3]]
+        lines.append(f"   - {md(f.advice)}")
+    if not report.findings:
+        lines.append("No findings above their thresholds.")
+    lines.append("")
+    wanted = [t for s in report.sections for t in s.tables if not tables or t.id in tables]
+    for t in wanted:
+        lines += table(t, rows)
+    lines.append(f"_{md(report.generator)}_")
+    text = "\n".join(lines) + "\n"
+    if len(text) > MAX_CHARS:
+        return render_markdown(report, tables=tables, rows=max(3, rows // 2), findings=max(3, findings // 2)) \
+            if rows > 3 else text[: MAX_CHARS - 40] + "\n\n_(truncated to fit a comment)_\n"
+    return text

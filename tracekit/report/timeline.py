@@ -1,0 +1,123 @@
+"""The timeline picture's model: lanes of pixel runs, aggregated so any trace size fits.
+
+Each lane (a GPU stream, a CPU thread, a device's idle time) is cut into pixel columns;
+a column takes the class that covers most of it (CPU lanes: a blocking sync wins, then
+launch calls covering a quarter of the pixel, then other CPU work). Neighbouring columns
+of one class merge into one rectangle, so a 200k-event trace draws a few thousand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.report.model import Band, Lane, Rect, Tick, Timeline
+
+LANE_H = 18.0
+LANE_GAP = 6.0
+LABEL_W = 150.0
+TOP = 22.0
+
+GPU_CLASSES = {
+    "gemm": "GEMM", "attention": "attention", "softmax": "softmax", "elementwise": "elementwise",
+    "reduction": "reduction", "normalization": "normalization", "communication": "communication",
+    "memcpy": "memcpy", "memset": "memset", "copy": "copy", "triton": "Triton", "conv": "convolution",
+    "embedding": "embedding", "other": "other",
+}
+CPU_CLASSES = {"sync": "blocking sync", "launch": "launch calls", "cpu": "CPU ops"}
+
+
+def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
+    """Intervals (lane, start_ns, end_ns, cls, prio) -> runs (lane, x0, x1, cls, covered_ns, n)."""
+    schema = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64, "n": pl.Int64}
+    if iv.is_empty() or t1 <= t0:
+        return pl.DataFrame(schema=schema)
+    npp = (t1 - t0) / width
+    s = pl.col("start_ns").clip(t0, t1)
+    e = pl.col("end_ns").clip(t0, t1)
+    body = iv.with_columns(s=s, e=e).filter(pl.col("e") > pl.col("s"))
+    if body.is_empty():
+        return pl.DataFrame(schema=schema)
+    px = body.with_columns(
+        p=pl.int_ranges(((pl.col("s") - t0) / npp).floor().cast(pl.Int64),
+                        (((pl.col("e") - t0) / npp).ceil().cast(pl.Int64)).clip(upper_bound=width).clip(lower_bound=1))
+    ).explode("p").filter(pl.col("p").is_not_null() & (pl.col("p") < width))
+    px = px.with_columns(
+        ov=(pl.min_horizontal(pl.col("e"), t0 + (pl.col("p") + 1) * npp) - pl.max_horizontal(pl.col("s"), t0 + pl.col("p") * npp)).clip(lower_bound=0)
+    )
+    per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
+    per = per.with_columns(score=pl.when(pl.col("ov") >= npp * 0.25).then(pl.col("prio")).otherwise(0))
+    best = per.sort(["lane", "p", "score", "ov"], descending=[False, False, True, True]).unique(["lane", "p"], keep="first")
+    best = best.sort("lane", "p").with_columns(
+        new=((pl.col("p") - pl.col("p").shift(1) != 1) | (pl.col("cls") != pl.col("cls").shift(1))
+             | (pl.col("lane") != pl.col("lane").shift(1))).fill_null(True)
+    ).with_columns(run=pl.col("new").cum_sum())
+    runs = best.group_by("run").agg(
+        lane=pl.col("lane").first(), x0=pl.col("p").min(), x1=pl.col("p").max() + 1, cls=pl.col("cls").first(),
+        covered_ns=pl.col("ov").sum(), n=pl.col("n").sum(),
+    )
+    return runs.select(list(schema)).sort("lane", "x0")
+
+
+def ticks(t0: int, t1: int, width: int, label_w: float) -> list[Tick]:
+    span = max(t1 - t0, 1)
+    raw = span / 8
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), default=10 * mag)
+    out, k = [], 0
+    while k * step <= span:
+        out.append(Tick(x=label_w + k * step / span * width, label=fmt.ns(k * step)))
+        k += 1
+    return out
+
+
+def build_timeline(
+    *,
+    id: str,
+    title: str,
+    lanes: list[tuple[str, str, pl.DataFrame]],
+    t0: int,
+    t1: int,
+    width: int = 1100,
+    bands: pl.DataFrame | None = None,
+    legend: list[tuple[str, str]] | None = None,
+    window: str = "",
+    note: str = "",
+) -> Timeline:
+    """`lanes`: (label, hover title, intervals with start_ns, end_ns, cls, prio).
+
+    Idle gaps (cls `gap-<cause>`) and the critical path (cls `cp-<class>`) are lanes too.
+    """
+    frames = [iv.select("start_ns", "end_ns", "cls", "prio").with_columns(lane=pl.lit(i, pl.Int64))
+              for i, (_, _, iv) in enumerate(lanes) if not iv.is_empty()]
+    runs = pixel_runs(pl.concat(frames) if frames else pl.DataFrame(), t0, t1, width)
+    npp = (t1 - t0) / width if t1 > t0 else 1.0
+    by_lane: dict[int, list[Rect]] = {}
+    for lane, x0, x1, cls, covered, n in runs.iter_rows():
+        label = GPU_CLASSES.get(cls) or CPU_CLASSES.get(cls) or cls
+        tip = f"{label}: {n:,} event{'s' if n != 1 else ''}, {fmt.ns(covered)} busy in {fmt.ns((x1 - x0) * npp)}"
+        by_lane.setdefault(lane, []).append(Rect(x=LABEL_W + x0, width=float(x1 - x0), css_class=f"c-{cls}", title=tip))
+    out_lanes = [
+        Lane(label=label, title=hover, y=TOP + i * (LANE_H + LANE_GAP), height=LANE_H, rects=by_lane.get(i, []))
+        for i, (label, hover, _) in enumerate(lanes)
+    ]
+    height = TOP + len(lanes) * (LANE_H + LANE_GAP) + 4
+    return Timeline(
+        id=id, title=title, width=LABEL_W + width, height=height, label_width=LABEL_W, lanes=out_lanes,
+        bands=_bands(bands, t0, t1, width), ticks=ticks(t0, t1, width, LABEL_W),
+        legend=legend or [], window=window, note=note,
+    )
+
+
+def _bands(bands: pl.DataFrame | None, t0: int, t1: int, width: int) -> list[Band]:
+    if bands is None or bands.is_empty() or t1 <= t0:
+        return []
+    span = t1 - t0
+    out = []
+    for name, s, e in bands.select("name", "start_ns", "end_ns").iter_rows():
+        s, e = max(s, t0), min(e, t1)
+        if e > s:
+            out.append(Band(x=LABEL_W + (s - t0) / span * width, width=max((e - s) / span * width, 1.0), label=name))
+    return out
