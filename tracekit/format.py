@@ -37,5 +37,9 @@ def size(n: int | None) -> str:
     return f"{v:.1f} TB"
 
 
-def count(n: int | None) -> str:
-    return "–" if n is None else f"{n:,}"
+def count(n: int | float | str | None) -> str:
+    if n is None:
+        return "–"
+    if isinstance(n, float):
+        return f"{n:,.0f}" if n == int(n) else f"{n:,.2f}"
+    return f"{n:,}" if isinstance(n, int) else str(n)

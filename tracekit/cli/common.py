@@ -43,3 +43,26 @@ def clip(text: str | None, width: int = 70) -> str:
     if text is None:
         return ""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_output(path: str, text: str) -> None:
+    """Write text atomically: to a temporary file beside the target, then rename."""
+    import os
+    import tempfile
+
+    target = os.path.abspath(path)
+    directory = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tracekit-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -45,10 +45,10 @@ def frame_table(
         for key, _label, kind, *_ in columns:
             v = record.get(key)
             text = FORMATS[kind](v)
-            title = None
+            hover = None
             if kind == "text" and len(text) > CLIP:
-                title, text = text, text[: CLIP - 1] + "…"
+                hover, text = text, text[: CLIP - 1] + "…"
             value = v if kind in NUMERIC or v is None else str(v)
-            row.append(Cell(text=text, value=value, title=title))
+            row.append(Cell(text=text, value=value, title=hover))
         rows.append(row)
     return Table(id=id, title=title, columns=cols, rows=rows, note=note, total_rows=frame.height)

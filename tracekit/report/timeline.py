@@ -30,8 +30,12 @@ CPU_CLASSES = {"sync": "blocking sync", "launch": "launch calls", "cpu": "CPU op
 
 
 def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
-    """Intervals (lane, start_ns, end_ns, cls, prio) -> runs (lane, x0, x1, cls, covered_ns, n)."""
-    schema = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64, "n": pl.Int64}
+    """Intervals (lane, start_ns, end_ns, cls, prio) -> runs (lane, x0, x1, cls, covered_ns, n, level).
+
+    `level` (1..4) is how much of the run's pixels is covered, in quarters: drawn as opacity.
+    """
+    schema = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64,
+              "n": pl.Int64, "level": pl.Int64}
     if iv.is_empty() or t1 <= t0:
         return pl.DataFrame(schema=schema)
     npp = (t1 - t0) / width
@@ -50,13 +54,17 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
     per = per.with_columns(score=pl.when(pl.col("ov") >= npp * 0.25).then(pl.col("prio")).otherwise(0))
     best = per.sort(["lane", "p", "score", "ov"], descending=[False, False, True, True]).unique(["lane", "p"], keep="first")
+    total = px.group_by("lane", "p").agg(all_ov=pl.col("ov").sum())
+    best = best.join(total, on=["lane", "p"]).with_columns(
+        level=(pl.col("all_ov").clip(upper_bound=npp) / npp * 4).ceil().clip(1, 4).cast(pl.Int64)
+    )
     best = best.sort("lane", "p").with_columns(
         new=((pl.col("p") - pl.col("p").shift(1) != 1) | (pl.col("cls") != pl.col("cls").shift(1))
-             | (pl.col("lane") != pl.col("lane").shift(1))).fill_null(True)
+             | (pl.col("level") != pl.col("level").shift(1)) | (pl.col("lane") != pl.col("lane").shift(1))).fill_null(True)
     ).with_columns(run=pl.col("new").cum_sum())
     runs = best.group_by("run").agg(
         lane=pl.col("lane").first(), x0=pl.col("p").min(), x1=pl.col("p").max() + 1, cls=pl.col("cls").first(),
-        covered_ns=pl.col("ov").sum(), n=pl.col("n").sum(),
+        covered_ns=pl.col("all_ov").sum(), n=pl.col("n").sum(), level=pl.col("level").first(),
     )
     return runs.select(list(schema)).sort("lane", "x0")
 
@@ -95,19 +103,21 @@ def build_timeline(
     runs = pixel_runs(pl.concat(frames) if frames else pl.DataFrame(), t0, t1, width)
     npp = (t1 - t0) / width if t1 > t0 else 1.0
     by_lane: dict[int, list[Rect]] = {}
-    for lane, x0, x1, cls, covered, n in runs.iter_rows():
+    for lane, x0, x1, cls, covered, n, level in runs.iter_rows():
         label = GPU_CLASSES.get(cls) or CPU_CLASSES.get(cls) or cls
-        tip = f"{label}: {n:,} event{'s' if n != 1 else ''}, {fmt.ns(covered)} busy in {fmt.ns((x1 - x0) * npp)}"
-        by_lane.setdefault(lane, []).append(Rect(x=LABEL_W + x0, width=float(x1 - x0), css_class=f"c-{cls}", title=tip))
+        tip = f"{label}: {n:,} event{'s' if n != 1 else ''}, {fmt.ns(covered)} covered in {fmt.ns((x1 - x0) * npp)}"
+        css = f"c-{cls}" + ("" if level == 4 else f" o{level}")
+        by_lane.setdefault(lane, []).append(Rect(x=LABEL_W + x0, width=float(x1 - x0), css_class=css, title=tip))
     out_lanes = [
         Lane(label=label, title=hover, y=TOP + i * (LANE_H + LANE_GAP), height=LANE_H, rects=by_lane.get(i, []))
         for i, (label, hover, _) in enumerate(lanes)
     ]
     height = TOP + len(lanes) * (LANE_H + LANE_GAP) + 4
+    used = {r.css_class.split()[0] for lane in out_lanes for r in lane.rects}
     return Timeline(
         id=id, title=title, width=LABEL_W + width, height=height, label_width=LABEL_W, lanes=out_lanes,
         bands=_bands(bands, t0, t1, width), ticks=ticks(t0, t1, width, LABEL_W),
-        legend=legend or [], window=window, note=note,
+        legend=[(c, label) for c, label in (legend or []) if c in used], window=window, note=note,
     )
 
 

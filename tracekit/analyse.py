@@ -1,0 +1,117 @@
+"""Every analysis of one trace, run once: the bundle that reports, diffs and batches read.
+
+`analyse(trace)` calls the pure analysis functions in dependency order, sharing the
+expensive intermediate frames (op tree, launch links) between them, and returns an
+`Analysis` holding each result. Nothing here formats or prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis import taxonomy
+from tracekit.analysis.attribution import Attribution, attribute
+from tracekit.analysis.breakdown import Breakdown, breakdown
+from tracekit.analysis.compile import CompileStats, compile_stats
+from tracekit.analysis.gaps import DEFAULT_MIN_GAP_NS, Gaps, gaps
+from tracekit.analysis.launches import LaunchStats, launch_stats
+from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.memory import MemoryStats, memory_stats
+from tracekit.analysis.occupancy import occupancy_table
+from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
+from tracekit.analysis.timeline import Timeline, timeline
+from tracekit.analysis.windows import Windows, windows
+from tracekit.model import Trace
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    min_gap_ns: int = DEFAULT_MIN_GAP_NS
+    findings_config: dict[str, Any] = field(default_factory=dict)
+    peak_tflops: float | None = None
+    peak_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    trace: Trace
+    options: AnalysisOptions
+    timeline: Timeline
+    breakdown: Breakdown
+    gaps: Gaps
+    windows: Windows
+    attribution: Attribution
+    launches: LaunchStats
+    syncs: SyncStats
+    copies: CopyStats
+    memory: MemoryStats
+    compile: CompileStats
+    kernels: pl.DataFrame  # taxonomy.kernel_table
+    classes: pl.DataFrame  # taxonomy.class_table
+    tensor_core_share: float | None
+    occupancy: pl.DataFrame  # occupancy.occupancy_table
+    critical_path: Any = None
+    findings: Any = None
+    attention: Any = None
+    roofline: Any = None
+    notes: list[str] = field(default_factory=list)  # analyses that could not run, and why
+
+
+def analyse(trace: Trace, *, options: AnalysisOptions | None = None) -> Analysis:
+    """Run every analysis on `trace` (pure: the trace is not modified)."""
+    opts = options or AnalysisOptions()
+    ops = cpu_ops(trace)
+    calls = launch_ops(trace, ops=ops)
+    links = gpu_links(trace, launches=calls)
+    launches = launch_stats(trace, calls=calls, gpu=links)
+    core = dict(
+        timeline=timeline(trace),
+        breakdown=breakdown(trace),
+        gaps=gaps(trace, min_gap_ns=opts.min_gap_ns),
+        windows=windows(trace, links=links),
+        attribution=attribute(trace),
+        launches=launches,
+        syncs=sync_stats(trace),
+        copies=copy_stats(trace),
+        memory=memory_stats(trace),
+        compile=compile_stats(trace, launches=launches),
+        kernels=taxonomy.kernel_table(trace.gpu),
+        classes=taxonomy.class_table(trace.gpu, include_memory=True),
+        tensor_core_share=taxonomy.tensor_core_share(trace.gpu),
+        occupancy=occupancy_table(trace.gpu, trace.meta.devices),
+    )
+    notes: list[str] = []
+    extra = {name: _optional(name, trace, opts, notes) for name in ("critical_path", "attention", "roofline")}
+    partial = Analysis(trace=trace, options=opts, **core, **extra, notes=notes)
+    findings = _optional("findings", trace, opts, notes, analysis=partial)
+    return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, notes=notes)
+
+
+def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], analysis: Analysis | None = None) -> Any:
+    """Analyses that build on the core ones; a failure becomes a note, never a crash of the report."""
+    try:
+        if name == "critical_path":
+            from tracekit.analysis.critical_path import critical_path
+
+            return critical_path(trace)
+        if name == "attention":
+            from tracekit.analysis.attention import attention
+
+            return attention(trace)
+        if name == "roofline":
+            from tracekit.analysis.roofline import roofline
+
+            return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps)
+        if name == "findings":
+            from tracekit.findings import run_findings
+
+            return run_findings(trace, config=opts.findings_config or None)
+    except ImportError:
+        return None
+    except Exception as exc:  # noqa: BLE001  (one analysis failing must not lose the others)
+        notes.append(f"{name} analysis failed: {type(exc).__name__}: {exc}")
+        return None
+    return None

@@ -1,0 +1,214 @@
+"""`build_report(trace) -> Report`: analyses in, ready-to-print report model out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit import __version__
+from tracekit import format as fmt
+from tracekit.analyse import Analysis, AnalysisOptions, analyse
+from tracekit.model import Trace
+from tracekit.report import extras, sections
+from tracekit.report.lanes import cpu_lanes, gpu_lanes
+from tracekit.report.model import Card, Finding, Report, Section
+from tracekit.report.redact import flatten, redact
+from tracekit.report.timeline import CPU_CLASSES, GPU_CLASSES, build_timeline
+
+MD_TABLES = ("kernels", "ops", "gaps", "windows", "attention-calls")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    redact: bool = True
+    top: int = 30
+    zoom: str | None = None  # a window name (e.g. "ProfilerStep#3") for the detail timeline
+    width_px: int = 1100
+    analysis: AnalysisOptions = AnalysisOptions()
+
+
+def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis: Analysis | None = None) -> Report:
+    opts = options or ReportOptions()
+    a = analysis or analyse(trace, options=opts.analysis)
+    secs: list[Section | None] = [
+        timeline_section(a, opts),
+        sections.gpu_section(a, top=opts.top),
+        sections.gaps_section(a, top=opts.top),
+        extras.critical_path_section(a),
+        extras.attention_section(a, top=opts.top),
+        sections.ops_section(a, top=opts.top),
+        sections.windows_section(a, top=opts.top),
+        sections.launch_section(a, top=opts.top),
+        sections.sync_section(a, top=opts.top),
+        sections.occupancy_section(a, top=opts.top),
+        extras.roofline_section(a, top=opts.top),
+        sections.memory_section(a, top=opts.top),
+    ]
+    name = Path(trace.meta.path).name or "trace"
+    return Report(
+        title=f"tracekit report: {name}",
+        subtitle=_subtitle(trace),
+        verdict=_verdict(a),
+        facts=_facts(a),
+        cards=_cards(a),
+        findings=_findings(a),
+        sections=[s for s in secs if s is not None],
+        metadata=_metadata(trace, opts.redact),
+        warnings=[f"[{w['level']}] {w['message']}" for w in trace.warnings.iter_rows(named=True)] + a.notes,
+        perfetto=_perfetto(name),
+        generator=f"tracekit {__version__}",
+    )
+
+
+def _subtitle(trace: Trace) -> str:
+    m = trace.meta
+    workload = _workload(trace)
+    devices = ", ".join(sorted(set(n for n in m.devices["name"].to_list() if n))) or "no device properties"
+    return " · ".join(x for x in (workload, devices, f"{m.format} trace") if x)
+
+
+def _workload(trace: Trace) -> str:
+    cap = trace.meta.extra.get("tracekit_capture")
+    if isinstance(cap, dict):
+        model = cap.get("model") or cap.get("preset") or cap.get("scenario")
+        attn = cap.get("attn_implementation") or cap.get("variant")
+        parts = [str(x) for x in (model if not isinstance(model, dict) else model.get("name"), attn, cap.get("dtype")) if x]
+        return " · ".join(parts)
+    return trace.meta.trace_name or ""
+
+
+def _verdict(a: Analysis) -> str:
+    cp = a.critical_path
+    if cp is not None and getattr(cp, "verdict", None):
+        return str(cp.verdict)
+    tl = a.timeline
+    if tl.utilisation is None:
+        return "No GPU activity in this trace: only CPU-side figures are available."
+    cause, ns = max(a.gaps.by_cause.items(), key=lambda kv: kv[1], default=("", 0))
+    label = sections.CAUSE_LABELS.get(cause, cause)
+    return (f"The GPU was busy {fmt.pct(tl.utilisation)} of its span; the largest share of idle time "
+            f"({fmt.ns(ns)}) is {label}.")
+
+
+def _facts(a: Analysis) -> list[tuple[str, str]]:
+    m = a.trace.meta
+    span = a.timeline.span_ns
+    facts = [("trace", m.path), ("size", f"{fmt.size(m.size_bytes)}, {fmt.count(m.event_count)} events"),
+             ("format", m.format + (f", schema {m.schema_version}" if m.schema_version is not None else ""))]
+    if m.rank is not None:
+        facts.append(("rank", f"{m.rank}" + (f" of {m.world_size}" if m.world_size else "")))
+    facts.append(("GPU span", fmt.ns(span) if span else "no GPU activity"))
+    steps = a.windows.steps
+    if steps:
+        facts.append(("steps", f"{steps} ProfilerStep windows" + (f" ({a.windows.warmup_steps} warm-up)" if a.windows.warmup_steps else "")))
+    return facts
+
+
+def _cards(a: Analysis) -> list[Card]:
+    tl, g = a.timeline, a.gaps
+    util = tl.utilisation
+    tone = "neutral" if util is None else "good" if util >= 0.8 else "warn" if util >= 0.5 else "bad"
+    cards = [Card("GPU utilisation", fmt.pct(util), f"busy {fmt.ns(tl.busy_ns)} of {fmt.ns(tl.span_ns)}", tone),
+             Card("GPU idle", fmt.ns(g.idle_ns), _top_cause(g.by_cause), "neutral")]
+    top = _findings(a)[:1]
+    if top:
+        cards.append(Card("Top bottleneck", top[0].title, f"{top[0].time_lost} ({top[0].share})", "bad" if top[0].severity == "high" else "warn"))
+    recoverable = extras.recoverable_ns(a)
+    if recoverable is not None:
+        cards.append(Card("Time recoverable", fmt.ns(recoverable), "upper bound from the what-if estimates", "neutral"))
+    return cards
+
+
+def _top_cause(by_cause: dict[str, int]) -> str:
+    cause, ns = max(by_cause.items(), key=lambda kv: kv[1], default=("", 0))
+    return f"mostly {sections.CAUSE_LABELS.get(cause, cause)} ({fmt.ns(ns)})" if ns else "none"
+
+
+def _findings(a: Analysis) -> list[Finding]:
+    result = a.findings
+    items = getattr(result, "findings", None) or []
+    out = []
+    for f in items:
+        out.append(Finding(
+            id=str(getattr(f, "rule", "")), severity=str(getattr(f, "severity", "info")), title=str(getattr(f, "title", "")),
+            time_lost=fmt.ns(getattr(f, "time_lost_ns", 0)), time_lost_ns=int(getattr(f, "time_lost_ns", 0) or 0),
+            share=fmt.pct(getattr(f, "share", None)) + " of the window",
+            evidence=[extras.evidence_text(e) for e in (getattr(f, "evidence", None) or [])][:8],
+            advice=str(getattr(f, "advice", "")),
+        ))
+    return out
+
+
+def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
+    trace = a.trace
+    dev = a.timeline.devices
+    if dev.is_empty():
+        return None
+    t0, t1 = int(dev["start_ns"].min()), int(dev["end_ns"].max())
+    tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts)]
+    zoom = _zoom_window(a, opts.zoom)
+    if zoom is not None:
+        name, z0, z1 = zoom
+        tls.append(_timeline(a, "timeline-zoom", f"Zoom: {name}", z0, z1, opts))
+    return Section(id="timeline", title="Timeline", timelines=tls,
+                   intro="GPU streams coloured by kernel class, each device's idle time coloured by cause, the busiest "
+                         "CPU threads (ops, launch calls, blocking syncs) and the critical path. Each pixel column shows "
+                         "what covered most of it; hover for counts. Bands are profiler steps.")
+
+
+def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOptions):
+    trace = a.trace
+    lanes = gpu_lanes(trace, t0=t0, t1=t1)
+    gaps = a.gaps.gaps.filter(pl.col("scope") == "device")
+    for device, rows in sorted(gaps.group_by("device"), key=lambda kv: kv[0][0] or 0):
+        iv = rows.select("start_ns", "end_ns", cls=pl.format("gap-{}", pl.col("cause")), prio=pl.lit(1, pl.Int64))
+        lanes.append((f"GPU {device[0]} idle", f"idle time of device {device[0]} by cause", iv))
+    lanes += extras.critical_path_lanes(a)
+    lanes += cpu_lanes(trace, t0=t0, t1=t1)
+    steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
+    bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first")
+    legend = [(f"c-{k}", v) for k, v in GPU_CLASSES.items()] + [(f"c-{k}", v) for k, v in CPU_CLASSES.items()] \
+        + [(f"c-gap-{k}", f"idle: {v}") for k, v in sections.CAUSE_LABELS.items()]
+    return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,
+                          legend=legend, window=f"{fmt.ns(t1 - t0)} from {fmt.ns(0)}")
+
+
+def _zoom_window(a: Analysis, wanted: str | None) -> tuple[str, int, int] | None:
+    inst = a.windows.instances
+    if inst.is_empty():
+        return None
+    if wanted:
+        match = inst.filter(pl.col("name") == wanted)
+        if match.is_empty():
+            match = inst.filter(pl.col("name").str.contains(wanted, literal=True))
+    else:
+        steps = inst.filter(pl.col("kind") == "ProfilerStep").sort("cpu_ns")
+        if steps.height < 2:
+            return None
+        match = steps.slice(steps.height // 2, 1)  # the median step
+    if match.is_empty():
+        return None
+    r = match.row(0, named=True)
+    start = min(x for x in (r["start_ns"], r["gpu_start_ns"]) if x is not None)
+    end = max(x for x in (r["end_ns"], r["gpu_end_ns"]) if x is not None)
+    return r["name"], int(start), int(end)
+
+
+def _metadata(trace: Trace, do_redact: bool) -> list[tuple[str, str]]:
+    m = trace.meta
+    data: dict[str, Any] = {"devices": m.devices.to_dicts(), "distributed": m.distributed_info, "versions": m.versions,
+                            "profiler": m.profiler_flags, "metadata": m.metadata, "other": m.extra}
+    return flatten(redact(data) if do_redact else data)
+
+
+def _perfetto(name: str) -> list[str]:
+    return [
+        "Open https://ui.perfetto.dev in a browser (the trace stays on your machine: Perfetto loads it locally).",
+        f"Choose 'Open trace file' and pick {name} (gzip is fine).",
+        "Times in this report are offsets from the first event; press '/' in Perfetto and search a kernel or op name "
+        "from a finding to jump to it.",
+        "For the critical path and findings as tracks, run: tracekit annotate TRACE -o annotated.json.gz",
+    ]

@@ -1,0 +1,163 @@
+"""Report sections for the core analyses: GPU time, kernels, ops, idle, steps, launches, syncs."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.analyse import Analysis
+from tracekit.report.model import Bar, BarChart, Section
+from tracekit.report.tables import frame_table
+
+CAUSE_LABELS = {
+    "launch_bound": "launch-bound (CPU late)", "sync_stall": "sync stall", "cpu_work": "CPU work",
+    "cross_stream_wait": "cross-stream wait", "profiler_overhead": "profiler overhead",
+    "before_first": "before first", "after_last": "after last", "other": "other", "short": "short gaps",
+}
+
+
+def _bars(id: str, title: str, items: list[tuple[str, int, str]], *, total: int, stacked: bool = False,
+          note: str | None = None) -> BarChart:
+    bars, x = [], 0.0
+    for label, value, css in items:
+        frac = value / total if total else 0.0
+        bars.append(Bar(label=label, value_text=f"{fmt.ns(value)} ({fmt.pct(frac)})", fraction=frac, css_class=css, x=x))
+        x += frac
+    return BarChart(id=id, title=title, bars=bars, stacked=stacked, note=note)
+
+
+def gpu_section(a: Analysis, *, top: int) -> Section:
+    bd = a.breakdown
+    charts = []
+    if bd.span_ns:
+        items = [("compute", bd.compute_ns, "c-gemm"), ("communication", bd.communication_ns, "c-communication"),
+                 ("memory", bd.memory_ns, "c-memcpy"), ("idle", bd.idle_ns, "c-gap-before_first")]
+        charts.append(_bars("breakdown", "Temporal breakdown (all devices)", items, total=bd.span_ns, stacked=True,
+                            note="Overlap counted once: compute over communication over memory. "
+                                 f"Communication hidden under compute: {fmt.pct(bd.overlap_share)}."))
+    if a.classes.height:
+        total = int(a.classes["total_ns"].sum())
+        items = [(r["kernel_class"], int(r["total_ns"]), f"c-{r['kernel_class']}") for r in a.classes.iter_rows(named=True)]
+        charts.append(_bars("classes", "GPU time by kernel class (summed, overlap counted twice)", items, total=total))
+    devices = a.timeline.devices.join(
+        a.trace.meta.devices.select(pl.col("id").alias("device"), pl.col("name").alias("device_name")), on="device", how="left")
+    tables = [
+        frame_table("devices", "Devices", devices, [
+            ("device", "device", "count"), ("device_name", "name", "text"), ("span_ns", "span", "ns"),
+            ("busy_ns", "busy", "ns"), ("idle_ns", "idle", "ns"), ("utilisation", "utilisation", "pct"),
+            ("streams", "streams", "count"), ("activities", "activities", "count")]),
+        frame_table("streams", "Streams", a.timeline.streams, [
+            ("device", "device", "count"), ("stream", "stream", "count"), ("busy_ns", "busy", "ns"),
+            ("idle_ns", "idle in device span", "ns"), ("utilisation", "utilisation", "pct"), ("activities", "activities", "count")]),
+        frame_table("kernels", "Top kernels", a.kernels, [
+            ("name", "kernel", "text"), ("kernel_class", "class", "text"), ("precision", "precision", "text"),
+            ("tensor_cores", "tensor cores", "bool"), ("count", "count", "count"), ("total_ns", "total", "ns"),
+            ("mean_ns", "mean", "ns"), ("median_ns", "median", "ns"), ("max_ns", "max", "ns"), ("cv", "CV", "float"),
+            ("share", "share of kernel time", "pct")], limit=top),
+    ]
+    tc = a.tensor_core_share
+    paras = [f"Tensor-core share of GEMM and convolution time: {fmt.pct(tc)}."] if tc is not None else []
+    return Section(id="gpu", title="GPU time", charts=charts, tables=tables, paragraphs=paras,
+                   intro="Busy time is the union of kernels, memcpys and memsets (profiler overhead and "
+                         "sync records are not work). A device's span runs from its first activity to its last.")
+
+
+def ops_section(a: Analysis, *, top: int) -> Section:
+    at = a.attribution
+    ops = at.ops.sort("gpu_incl_ns", descending=True, nulls_last=True)
+    t = frame_table("ops", "Top ops by GPU time", ops, [
+        ("name", "op", "text"), ("calls", "calls", "count"), ("cpu_total_ns", "CPU total", "ns"),
+        ("cpu_self_ns", "CPU self", "ns"), ("gpu_incl_ns", "GPU (inclusive)", "ns", "GPU time of work launched by the op and its children"),
+        ("gpu_self_ns", "GPU (self)", "ns"), ("kernels_per_call", "kernels/call", "float"), ("gpu_share", "share of GPU work", "pct")],
+        limit=top)
+    silent_names = at.ops.filter(pl.col("launches_nothing")).sort("calls", descending=True)["name"].to_list()
+    silent = ", ".join(silent_names[:12]) + (" …" if len(silent_names) > 12 else "") if silent_names else "none"
+    paras = [f"{fmt.count(at.gpu_events)} GPU activities, {fmt.count(at.linked_events)} tied to an op; "
+             f"{fmt.count(at.unlinked_events)} ({fmt.ns(at.unlinked_ns)}) not tied to any op "
+             "(usually launched before the profiler started).",
+             f"Ops that never launch GPU work (metadata ops): {silent}."]
+    return Section(id="ops", title="CPU ops and what they launched", tables=[t], paragraphs=paras,
+                   intro="Each kernel is tied to its launch call by correlation id and to the CPU op by External id "
+                         "(or by time containment on older traces). Inclusive GPU time counts work launched by children.")
+
+
+def gaps_section(a: Analysis, *, top: int) -> Section:
+    g = a.gaps
+    items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
+    charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
+    dev = g.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short")).sort("gap_ns", descending=True)
+    dev = dev.with_columns(cause_label=pl.col("cause").replace(CAUSE_LABELS),
+                           at=pl.col("offset_ns"), blame=pl.coalesce("blame_op", "next_op"))
+    t = frame_table("gaps", "Longest idle gaps", dev, [
+        ("cause_label", "cause", "text"), ("gap_ns", "length", "ns"), ("at", "at (from trace start)", "ns"),
+        ("device", "device", "count"), ("blame", "CPU op at the time", "text"), ("annotation", "annotation", "text"),
+        ("module", "module", "text"), ("next_name", "next GPU activity", "text")], limit=top)
+    return Section(id="gaps", title="Idle gaps and why", charts=charts, tables=[t],
+                   intro=f"Every gap in a device's busy time longer than {fmt.ns(g.min_gap_ns)} gets a cause; shorter "
+                         "ones are summed as short gaps, so the causes add up to the idle time exactly.")
+
+
+def windows_section(a: Analysis, *, top: int) -> Section:
+    inst = a.windows.instances.with_columns(warm=pl.when(pl.col("warmup")).then(pl.lit("warm-up")).otherwise(pl.lit("")))
+    t = frame_table("windows", "Steps and annotation windows", inst, [
+        ("name", "window", "text"), ("cpu_ns", "CPU", "ns"), ("gpu_ns", "GPU projection", "ns"),
+        ("gpu_busy_ns", "GPU busy", "ns"), ("kernels", "kernels", "count"), ("warm", "", "text")], limit=top * 4)
+    stats = frame_table("window-stats", "Across instances", a.windows.stats, [
+        ("kind", "window", "text"), ("metric", "figure", "text"), ("count", "instances", "count"),
+        ("median_ns", "median", "ns"), ("mean_ns", "mean", "ns"), ("min_ns", "min", "ns"), ("max_ns", "max", "ns"), ("cv", "CV", "float")])
+    return Section(id="windows", title="Steps and annotations", tables=[t, stats],
+                   intro="Each record_function range and ProfilerStep: its CPU time, the GPU projection (first start to "
+                         "last end of the work its launches caused) and the GPU busy time inside that projection.")
+
+
+def launch_section(a: Analysis, *, top: int) -> Section:
+    ls = a.launches
+    paras = [f"{fmt.count(ls.launch_calls)} launch calls took {fmt.ns(ls.launch_api_ns)} of CPU time; median launch "
+             f"latency (kernel start − call end) {fmt.ns(ls.median_latency_ns)}; deepest queue {fmt.count(ls.max_queue_depth)}; "
+             f"CUDA-graph replays: {fmt.count(ls.graph_launches)} launching {fmt.count(ls.graph_events)} kernels."]
+    t = frame_table("apis", "Launch APIs", ls.apis, [
+        ("name", "API", "text"), ("family", "family", "text"), ("calls", "calls", "count"), ("total_ns", "CPU time", "ns"),
+        ("gpu_events", "GPU activities", "count"), ("median_latency_ns", "median latency", "ns")], limit=top)
+    return Section(id="launches", title="Launches", paragraphs=paras, tables=[t])
+
+
+def sync_section(a: Analysis, *, top: int) -> Section:
+    s, c = a.syncs, a.copies
+    syncs = frame_table("syncs", "Blocking host↔device syncs", s.syncs.sort("dur_ns", descending=True), [
+        ("name", "call", "text"), ("dur_ns", "blocked", "ns"), ("gpu_wait_ns", "GPU work waited for", "ns"),
+        ("op_path", "caused by", "text"), ("waited_name", "last GPU work", "text")], limit=top)
+    copies = frame_table("copies", "Copies", c.copies.sort("dur_ns", descending=True), [
+        ("name", "copy", "text"), ("direction", "direction", "text"), ("host_memory", "host memory", "text"),
+        ("bytes", "bytes", "bytes"), ("dur_ns", "time", "ns"), ("bandwidth_gbps", "bandwidth", "gbps"),
+        ("api", "API", "text"), ("op_path", "issued by", "text")], limit=top)
+    paras = [f"{fmt.count(s.sync_calls)} blocking syncs held the CPU for {fmt.ns(s.sync_ns)}; "
+             f"{fmt.count(c.memcpys)} memcpys moved {fmt.size(c.memcpy_bytes)} in {fmt.ns(c.memcpy_ns)} "
+             f"({fmt.count(c.pageable)} from pageable memory, {fmt.count(c.dtod)} device-to-device)."]
+    return Section(id="syncs", title="Syncs and copies", paragraphs=paras, tables=[syncs, copies],
+                   intro="A device-to-device copy issued by an out-of-place op (masked_fill, to, contiguous) is a hidden "
+                         "copy: the 'issued by' column names the op path that caused it.")
+
+
+def occupancy_section(a: Analysis, *, top: int) -> Section | None:
+    occ = a.occupancy.filter(pl.col("theoretical_occupancy").is_not_null())
+    if occ.is_empty():
+        return None
+    t = frame_table("occupancy", "Occupancy of the heaviest kernels", occ, [
+        ("name", "kernel", "text"), ("count", "count", "count"), ("total_ns", "total", "ns"),
+        ("theoretical_occupancy", "theoretical occupancy", "pct"), ("limiting_factor", "limited by", "text"),
+        ("kineto_occupancy_pct", "Kineto's figure (%)", "float1"), ("sm_efficiency", "SM efficiency", "pct")], limit=top)
+    return Section(id="occupancy", title="Occupancy", tables=[t],
+                   intro="Recomputed from the device properties and each launch's registers, shared memory and block "
+                         "size. Kineto's own figure assumes the default 48 KB of shared memory and reads 0 % for kernels "
+                         "that opt into more.")
+
+
+def memory_section(a: Analysis, *, top: int) -> Section | None:
+    m = a.memory
+    if m.devices.is_empty():
+        return None
+    t = frame_table("memory", "Allocator peaks", m.devices, [
+        ("device", "device", "text"), ("peak_allocated_bytes", "peak allocated", "bytes"),
+        ("peak_reserved_bytes", "peak reserved", "bytes"), ("peak_fraction", "of device memory", "pct"),
+        ("peak_op_path", "op at the peak", "text"), ("samples", "samples", "count")])
+    return Section(id="memory", title="Memory", tables=[t])
