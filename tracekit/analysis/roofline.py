@@ -1,0 +1,406 @@
+"""Roofline: how far each op and kernel is from what the GPU can do.
+
+For every op call with known work (`work.op_work`) and the GPU time of the work it
+launched (`links.gpu_links`), with the device's ceilings (`ceilings.py`), in the units
+named by the columns (`docs/roofline.md` has the long form):
+
+- `achieved_tflops` = FLOPs / GPU time, `achieved_gbps` = minimum bytes / GPU time;
+- `intensity` = FLOPs / byte; `ridge` = peak FLOP/s / peak bytes/s; `bound` = compute if
+  intensity >= ridge, else memory;
+- `min_ns` = max(FLOPs / peak FLOP/s, bytes / peak bandwidth): the roofline's time;
+  `efficiency` = min_ns / GPU time = achieved / min(peak, intensity x bandwidth);
+  `time_lost_ns` = GPU time - min_ns ("time left on the table").
+
+Which op carries the work: an op with known work carries it unless one of its descendant
+ops also has known work (the innermost known op wins: `aten::linear` -> `aten::addmm`,
+`scaled_dot_product_attention` -> `_flash_attention_forward`, `aten::clone` ->
+`aten::copy_`), so FLOPs are never counted twice through the op tree. All GPU work
+launched by a carrier or by ops below it is its GPU time: kernels, memsets and
+device-to-device copies (host<->device and peer copies are bounded by the link, not by HBM,
+and are left out); a call with no kernel counts only if it is a copy/fill. Per kernel, a
+carrier's work is split over its kernels by time share, so every kernel of one call shows
+the call's achieved rate; the call's memsets and copies get no work (0 % efficiency: they
+are its overhead). GPU time is summed activity time: kernels overlapping on two streams
+count twice. `roofline_findings` turns the result into findings data (end of module).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from tracekit.analysis.ceilings import device_ceilings
+from tracekit.analysis.links import cpu_ops, gpu_links
+from tracekit.analysis.nesting import ancestors
+from tracekit.analysis.work import ATTENTION, KEYS, TENSOR_CLASSES, matmul_dims, op_work
+from tracekit.model import Trace
+
+try:  # the kernel taxonomy is optional: without it kernel classes read "other"
+    from tracekit.analysis.taxonomy import classify_names
+except ImportError:  # pragma: no cover
+    classify_names = None  # type: ignore[assignment]
+
+RATE_COLUMNS = ["achieved_tflops", "achieved_gbps", "intensity", "peak_tflops", "peak_gbps", "ridge",
+                "bound", "attainable_tflops", "min_ns", "efficiency", "time_lost_ns"]
+CALL_COLUMNS = ["eid", *KEYS, "pid", "tid", "ts_ns", "work_class", "compute_dtype", "causal", "flops",
+                "profiler_flops", "flops_source", "bytes", "device", "gpu_ns", "gpu_events", "top_kernel",
+                "kernel_precision", "kernel_tensor_cores", "peak_bf16_tflops", "covered_ns", "rated_ns",
+                *RATE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    """Result of `roofline`. Frames are typed and sorted by GPU time (largest first)."""
+
+    calls: pl.DataFrame  # one row per op call carrying work (CALL_COLUMNS)
+    ops: pl.DataFrame  # per (op name, input dims, types, concrete inputs): the table to read
+    op_types: pl.DataFrame  # per op name
+    kernels: pl.DataFrame  # per kernel name: work split by time share; covered_ns < gpu_ns if partly unknown
+    classes: pl.DataFrame  # per kernel class (taxonomy)
+    devices: pl.DataFrame  # the ceilings used, per device (ceilings.CEILINGS_SCHEMA)
+    gpu_ns: int  # all GPU work considered (kernels, memsets, device-to-device copies)
+    covered_ns: int  # of which under an op with known work
+    unlinked_ns: int  # of which tied to no CPU op (the rest of the uncovered time: ops without a formula)
+    rated_ns: int  # of which also with known ceilings (the denominator of `efficiency`)
+    min_ns: float  # roofline time of the rated work
+    flops: float
+    bytes: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def coverage(self) -> float | None:
+        return self.covered_ns / self.gpu_ns if self.gpu_ns else None
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.min_ns / self.rated_ns if self.rated_ns else None
+
+    @property
+    def time_lost_ns(self) -> float:
+        return max(self.rated_ns - self.min_ns, 0.0)
+
+    def top_lost(self, n: int = 10) -> pl.DataFrame:
+        """The op shapes with the most time left on the table."""
+        return self.ops.filter(pl.col("time_lost_ns") > 0).sort(
+            ["time_lost_ns", "name"], descending=[True, False], nulls_last=True).head(n)
+
+
+def roofline(trace: Trace, *, peak_tflops: float | Mapping[str, float] | None = None,
+             peak_gbps: float | None = None) -> RooflineResult:
+    """Place every op call with known work on its device's roofline; see the module doc.
+
+    `peak_tflops` (one figure for every dtype, or a mapping dtype -> TFLOP/s with keys
+    fp32, fp32_matrix, tf32, bf16, fp16, fp8) and `peak_gbps` override the device table.
+    """
+    ops = cpu_ops(trace).select("eid", "parent_eid", *KEYS, "pid", "tid", "ts_ns", "flops")
+    work = op_work(ops)
+    carrier_of = _carrier_map(work)
+    rows = _gpu_rows(trace).join(carrier_of, left_on="op_eid", right_on="eid", how="left")
+    device_ids = rows["device"].drop_nulls().unique().to_list()
+    ceilings, notes = device_ceilings(trace.meta.devices, device_ids=device_ids,
+                                      peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+    if work["input_dims"].is_null().all():
+        notes.append("no op carries recorded shapes (profile with record_shapes=True): no work is known")
+    calls = _calls(work, rows, ceilings)
+    krows = _kernel_rows(rows, calls)
+    gpu_ns = int(krows["gpu_ns"].sum())
+    covered, rated = int(krows["covered_ns"].sum()), int(krows["rated_ns"].sum())
+    return RooflineResult(
+        calls=calls.sort(["gpu_ns", "eid"], descending=[True, False]),
+        ops=_by_keys(calls, ["name", "input_dims", "input_types", "concrete_inputs", "work_class",
+                             "compute_dtype", "causal"], "calls"),
+        op_types=_by_keys(calls, ["name", "work_class"], "calls"),
+        kernels=_by_keys(krows, ["kernel", "kernel_class"], "count"),
+        classes=_by_keys(krows, ["kernel_class"], "count"),
+        devices=ceilings, gpu_ns=gpu_ns, covered_ns=covered, rated_ns=rated,
+        unlinked_ns=int(krows.filter(pl.col("op_eid").is_null())["gpu_ns"].sum()),
+        min_ns=float(krows["min_ns"].sum()), flops=float(krows["flops"].sum()),
+        bytes=float(krows["bytes"].sum()), notes=tuple(notes),
+    )
+
+
+def _carrier_map(work: pl.DataFrame) -> pl.DataFrame:
+    """(eid, carrier_eid): every op that is a carrier or lies below one."""
+    known = work.filter(pl.col("flops").is_not_null()).select("eid")
+    pairs = ancestors(work)
+    shadowed = pairs.join(known, on="eid", how="semi").select(pl.col("ancestor_eid").alias("eid")).unique()
+    carriers = known.join(shadowed, on="eid", how="anti")
+    below = pairs.join(carriers.rename({"eid": "ancestor_eid"}), on="ancestor_eid", how="semi")
+    return pl.concat([carriers.with_columns(carrier_eid=pl.col("eid")),
+                      below.select("eid", pl.col("ancestor_eid").alias("carrier_eid"))])
+
+
+def _gpu_rows(trace: Trace) -> pl.DataFrame:
+    """GPU work that HBM bounds: kernels, memsets, device-to-device copies, with taxonomy."""
+    rows = gpu_links(trace).filter(
+        (pl.col("cat") != "gpu_memcpy") | pl.col("name").str.contains(r"(?i)\bDtoD\b"))
+    rows = rows.select("eid", pl.col("name").alias("kernel"), "cat", "device", "ts_ns", "dur_ns", "op_eid")
+    classes = _taxonomy(rows["kernel"]).drop("attention_backend")
+    return rows.join(classes, on="kernel", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
+
+
+def _taxonomy(names: pl.Series) -> pl.DataFrame:
+    schema = {"kernel": pl.String, "kernel_class": pl.String, "kernel_precision": pl.String,
+              "kernel_tensor_cores": pl.Boolean, "attention_backend": pl.String}
+    if classify_names is None or names.drop_nulls().is_empty():
+        return pl.DataFrame(schema=schema)
+    c = classify_names(names).rename({"name": "kernel", "precision": "kernel_precision",
+                                      "tensor_cores": "kernel_tensor_cores"})
+    return c.select(list(schema)).cast(schema)
+
+
+def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame:
+    per = rows.filter(pl.col("carrier_eid").is_not_null()).group_by("carrier_eid").agg(
+        gpu_ns=pl.col("dur_ns").sum(), gpu_events=pl.len(), device=pl.col("device").min(),
+        _kernels=(pl.col("cat") == "kernel").sum(),
+        top_kernel=pl.col("kernel").sort_by("dur_ns", descending=True).first(),
+        kernel_precision=pl.col("kernel_precision").sort_by("dur_ns", descending=True).first(),
+        kernel_tensor_cores=pl.col("kernel_tensor_cores").sort_by("dur_ns", descending=True).first(),
+    )
+    # a call with no kernel is measured only if it is a copy/fill (memset, DtoD copy): a GEMM whose
+    # only GPU row is its workspace memset (kernels lost, e.g. a sampled trace) says nothing
+    calls = work.join(per, left_on="eid", right_on="carrier_eid", how="inner").filter(
+        (pl.col("gpu_ns") > 0) & ((pl.col("_kernels") > 0) | (pl.col("work_class") == "copy")))
+    calls = calls.with_columns(compute_dtype=pl.when(
+        (pl.col("compute_dtype") == "fp32") & (pl.col("kernel_precision") == "tf32")).then(pl.lit("tf32"))
+        .otherwise("compute_dtype")).join(ceilings, on="device", how="left")
+    dtype, tensor = pl.col("compute_dtype"), pl.col("work_class").is_in(TENSOR_CLASSES)
+    peak = (pl.when(~tensor).then("fp32").when(dtype == "bf16").then("bf16").when(dtype == "fp16")
+            .then("fp16").when(dtype == "fp8").then("fp8").when(dtype == "tf32").then("tf32")
+            .when(dtype == "fp32").then(pl.coalesce("fp32_matrix", "fp32")))
+    calls = calls.with_columns(peak_tflops=peak, peak_gbps="hbm_gbps", peak_bf16_tflops="bf16")
+    flops, nbytes = pl.col("flops"), pl.col("bytes")
+    compute_ns = pl.when(flops == 0).then(0.0).otherwise(flops / (pl.col("peak_tflops") * 1e3))
+    memory_ns = pl.when(nbytes.is_null()).then(0.0).otherwise(nbytes / pl.col("peak_gbps"))
+    calls = calls.with_columns(min_ns=pl.when(compute_ns.is_null() | memory_ns.is_null()).then(None)
+                               .otherwise(pl.max_horizontal(compute_ns, memory_ns)))
+    calls = calls.with_columns(covered_ns=pl.col("gpu_ns"), rated_ns=_rated(pl.col("gpu_ns")))
+    return _rates(calls).select(CALL_COLUMNS)
+
+
+def _rated(time: pl.Expr) -> pl.Expr:
+    return pl.when(pl.col("min_ns").is_not_null()).then(time).otherwise(0)
+
+
+def _kernel_rows(rows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU event with its share of its carrier's work (null work where unknown).
+
+    A call's work is split over its kernels by time share; its memsets and copies get no
+    work (they are overhead of the call) unless the call launched no kernel at all.
+    """
+    per_call = calls.select(carrier_eid="eid", _call_ns="gpu_ns", _f="flops", _b="bytes", _m="min_ns",
+                            peak_tflops="peak_tflops", peak_gbps="peak_gbps")
+    is_kernel = pl.col("cat") == "kernel"
+    out = rows.join(per_call, on="carrier_eid", how="left").with_columns(
+        _k_ns=pl.col("dur_ns").filter(is_kernel).sum().over("carrier_eid"))
+    share = (pl.when(pl.col("_k_ns") > 0).then(pl.when(is_kernel).then(pl.col("dur_ns") / pl.col("_k_ns"))
+                                               .otherwise(0.0))
+             .otherwise(pl.col("dur_ns") / pl.col("_call_ns")))
+    return out.with_columns(
+        gpu_ns=pl.col("dur_ns"), flops=pl.col("_f") * share, bytes=pl.col("_b") * share,
+        min_ns=pl.col("_m") * share,
+        covered_ns=pl.when(pl.col("_f").is_not_null()).then(pl.col("dur_ns")).otherwise(0),
+    ).with_columns(rated_ns=_rated(pl.col("dur_ns"))).drop("_call_ns", "_f", "_b", "_m", "_k_ns")
+
+
+def _by_keys(frame: pl.DataFrame, keys: list[str], count_name: str) -> pl.DataFrame:
+    """Sum the work and times of `frame` per `keys`, then derive the rates from the sums."""
+    extra = []
+    if "top_kernel" in frame.columns:
+        extra = [pl.col(c).sort_by("gpu_ns", descending=True).first().alias(c)
+                 for c in ("top_kernel", "kernel_precision", "kernel_tensor_cores")]
+        extra += [pl.col("eid").sort_by("ts_ns").head(3).alias("example_eids"),
+                  pl.col("device").min().alias("device"), pl.col("peak_bf16_tflops").max()]
+    agg = frame.group_by(keys).agg(
+        pl.len().alias(count_name), pl.col("ts_ns").min().alias("first_ts_ns"),
+        *(pl.col(c).sum() for c in ("gpu_ns", "covered_ns", "rated_ns", "flops", "bytes", "min_ns")),
+        *(pl.when(pl.col(c).min() == pl.col(c).max()).then(pl.col(c).min()).alias(c)
+          for c in ("peak_tflops", "peak_gbps")),
+        *extra,
+    )
+    return _rates(agg).sort(["gpu_ns", *keys], descending=[True, *([False] * len(keys))], nulls_last=True)
+
+
+def _rates(frame: pl.DataFrame) -> pl.DataFrame:
+    """Achieved rates, intensity, ridge, bound, attainable, efficiency, time lost."""
+    covered, rated = pl.col("covered_ns"), pl.col("rated_ns")
+    flops, nbytes = pl.col("flops"), pl.col("bytes")
+    peak, bw = pl.col("peak_tflops"), pl.col("peak_gbps")
+    frame = frame.with_columns(
+        achieved_tflops=pl.when(covered > 0).then(flops / covered / 1e3),
+        achieved_gbps=pl.when((covered > 0) & nbytes.is_not_null()).then(nbytes / covered),
+        intensity=pl.when(nbytes > 0).then(flops / nbytes),
+        ridge=peak * 1e3 / bw,
+        min_ns=pl.when(rated > 0).then(pl.col("min_ns")),
+    )
+    intensity, ridge = pl.col("intensity"), pl.col("ridge")
+    return frame.with_columns(
+        bound=pl.when(intensity.is_null() | ridge.is_null()).then(None)
+        .when(intensity >= ridge).then(pl.lit("compute")).otherwise(pl.lit("memory")),
+        attainable_tflops=pl.when(intensity.is_not_null())
+        .then(pl.min_horizontal(peak, intensity * bw / 1e3)),
+        efficiency=pl.when(rated > 0).then(pl.col("min_ns") / rated),
+        time_lost_ns=pl.when(rated > 0).then((rated - pl.col("min_ns")).clip(lower_bound=0.0)),
+    )
+
+
+# -- findings ---------------------------------------------------------------------------------
+# Attention efficiency one can expect per backend (fraction of the roofline time): FA2 paper
+# (50-73 % of A100 peak), FA3 paper (FA2 ~35 % of H100 peak, FA3 up to 75 %); docs/roofline.md.
+ATTENTION_EXPECTED = {"flash": 0.5, "flash_hopper": 0.35, "flash3": 0.6, "cudnn": 0.5, "efficient": 0.3,
+                      "flex": 0.35, "ck": 0.35, "other": 0.3}
+ATTENTION_ADVICE = {
+    "flash_hopper": "FlashAttention-2 kernels (pytorch_flash::flash_fwd_kernel) use no Hopper wgmma/TMA and "
+                    "reach ~35 % of H100 peak; the cuDNN SDPA backend "
+                    "(sdpa_kernel(SDPBackend.CUDNN_ATTENTION)) or FlashAttention-3 reach 60-75 %",
+    "efficient": "the memory-efficient backend ran: flash was ruled out (an explicit attn_mask, fp32 inputs "
+                 "or an unsupported head dim); pass is_causal=True instead of a mask and use bf16/fp16",
+    "other": "attention did not run in a known fused kernel: check the SDPA backend selection",
+}
+CHAIN_CLASSES = ("elementwise", "normalization", "softmax", "reduction", "copy")
+EVIDENCE_COLUMNS = ["name", "input_dims", "input_types", "calls", "gpu_ns", "achieved_tflops",
+                    "achieved_gbps", "efficiency", "bound", "top_kernel", "first_ts_ns", "example_eids"]
+ADDMM_LIKE = ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation")
+
+
+def roofline_findings(
+    result: RooflineResult, *, gemm_min_efficiency: float = 0.5, min_lost_share: float = 0.005,
+    min_chain_ops: int = 3, max_evidence: int = 5,
+) -> list[dict]:
+    """Findings data: GEMMs far below the tensor-core ceiling, memory-bound chains that could
+    fuse, attention below what its backend reaches. `min_lost_share` is of `result.gpu_ns`."""
+    floor_ns = min_lost_share * result.gpu_ns
+    found = [_gemm_finding(result, gemm_min_efficiency, floor_ns, max_evidence),
+             _chain_finding(result, min_chain_ops, floor_ns, max_evidence),
+             _attention_finding(result, floor_ns, max_evidence)]
+    return [f for f in found if f is not None]
+
+
+def _finding(result: RooflineResult, fid: str, title: str, lost_ns: float, evidence: list[dict],
+             advice: str) -> dict:
+    share = lost_ns / result.gpu_ns if result.gpu_ns else 0.0
+    severity = "high" if share >= 0.10 else "medium" if share >= 0.03 else "low"
+    return {"id": fid, "severity": severity, "title": title, "time_lost_ns": int(lost_ns),
+            "share": share, "evidence": evidence, "advice": advice}
+
+
+def _evidence(row: dict, **extra: object) -> dict:
+    return {**{c: row[c] for c in EVIDENCE_COLUMNS}, **extra}
+
+
+def _gemm_mkn(row: dict) -> tuple[int, int, int, int] | None:
+    dims = json.loads(row["input_dims"] or "[]")
+    i, j = (1, 2) if row["name"] in ADDMM_LIKE else (0, 1)
+    if len(dims) <= j or not dims[i] or not dims[j]:
+        return None
+    b = list(reversed(dims[j])) if row["name"] == "aten::linear" else dims[j]
+    return matmul_dims(dims[i], b)
+
+
+def _gemm_causes(row: dict) -> list[str]:
+    kernel, causes = (row["top_kernel"] or "").lower(), []
+    fp32_kernel = "sgemm" in kernel or "simt" in kernel or row["kernel_tensor_cores"] is False
+    if row["compute_dtype"] == "fp32" or fp32_kernel:
+        causes.append("FP32 GEMM (fp32 inputs, sgemm/simt kernel): autocast to bf16/fp16 for the tensor "
+                      "cores, or allow TF32 on Ampere+ (torch.backends.cuda.matmul.allow_tf32 = True)")
+    mkn = _gemm_mkn(row)
+    if mkn is not None:
+        _, m, k, n = mkn
+        align = 16 if row["compute_dtype"] == "fp8" else 8
+        if any(d % align for d in (m, k, n)):
+            causes.append(f"M×K×N = {m}×{k}×{n}: a dim not a multiple of {align} misses the fast "
+                          "tensor-core path; pad it")
+        if min(m, n) <= 64:
+            causes.append(f"small M/N ({min(m, n)}): GEMV-like and memory-bound; batch more tokens/requests")
+    if row["bound"] == "memory" and not causes:
+        causes.append("memory-bound at this shape (weights read once for few rows): batch more")
+    return causes or ["no shape cause found: check the kernel choice (cuBLAS heuristics, split-K) with ncu"]
+
+
+def _gemm_finding(result: RooflineResult, min_eff: float, floor_ns: float, n: int) -> dict | None:
+    """GEMM shapes below `min_eff` of their ceiling; FP32 GEMMs are measured against the
+    BF16 tensor-core ceiling (what switching precision would give)."""
+    ops = result.ops.filter((pl.col("work_class") == "gemm") & pl.col("efficiency").is_not_null())
+    at_tc = pl.max_horizontal(pl.col("flops") / (pl.col("peak_bf16_tflops") * 1e3),
+                              pl.col("bytes") / pl.col("peak_gbps"))
+    fp32 = pl.col("compute_dtype") == "fp32"
+    ops = ops.with_columns(lost_ns=pl.coalesce(
+        pl.when(fp32).then((pl.col("rated_ns") - at_tc).clip(lower_bound=0)), "time_lost_ns"))
+    bad = ops.filter(((pl.col("efficiency") < min_eff) | fp32) & (pl.col("lost_ns") >= floor_ns))
+    if bad.is_empty():
+        return None
+    bad = bad.sort("lost_ns", descending=True)
+    evidence = [_evidence(r, causes=_gemm_causes(r)) for r in bad.head(n).to_dicts()]
+    advice = "; ".join(dict.fromkeys(c for e in evidence for c in e["causes"]))
+    return _finding(result, "roofline.gemm_below_ceiling",
+                    f"{len(bad)} GEMM shape(s) run far below the tensor-core ceiling",
+                    float(bad["lost_ns"].sum()), evidence, advice)
+
+
+def _chain_finding(result: RooflineResult, min_ops: int, floor_ns: float, n: int) -> dict | None:
+    """Runs of >= min_ops memory-bound calls in a row on one thread (no GEMM/attention between):
+    fused, such a run would cost about its largest member; the rest is the saving."""
+    ok = pl.col("work_class").is_in(CHAIN_CLASSES) & (pl.col("bound") == "memory")
+    calls = result.calls.sort("pid", "tid", "ts_ns").with_columns(
+        _run=(~ok).cast(pl.Int64).cum_sum().over("pid", "tid"), _ok=ok).filter("_ok")
+    chains = calls.group_by("pid", "tid", "_run").agg(
+        ops=pl.col("name").str.replace("^aten::", "").sort_by("ts_ns"), size=pl.len(),
+        gpu_ns=pl.col("gpu_ns").sum(), top_ns=pl.col("gpu_ns").max(), first_ts_ns=pl.col("ts_ns").min(),
+        example_eids=pl.col("eid").sort_by("ts_ns").head(3),
+    ).filter(pl.col("size") >= min_ops).with_columns(signature=pl.col("ops").list.join(" → "))
+    by_sig = chains.group_by("signature").agg(
+        occurrences=pl.len(), ops_per_chain=pl.col("size").first(), gpu_ns=pl.col("gpu_ns").sum(),
+        saving_ns=(pl.col("gpu_ns") - pl.col("top_ns")).sum(), first_ts_ns=pl.col("first_ts_ns").min(),
+        example_eids=pl.col("example_eids").sort_by("first_ts_ns").first(),
+    ).filter(pl.col("saving_ns") >= floor_ns).sort(["saving_ns", "signature"], descending=[True, False])
+    if by_sig.is_empty():
+        return None
+    return _finding(result, "roofline.fusible_chain",
+                    f"{int(by_sig['occurrences'].sum())} chains of memory-bound ops could be fused",
+                    float(by_sig["saving_ns"].sum()), by_sig.head(n).to_dicts(),
+                    "each op of a chain reads and writes the full tensor from HBM; one fused kernel "
+                    "(torch.compile, a fused RMSNorm/rotary/SwiGLU kernel) moves the data once")
+
+
+def _attention_finding(result: RooflineResult, floor_ns: float, n: int) -> dict | None:
+    """Attention shapes below the efficiency their backend reaches (ATTENTION_EXPECTED)."""
+    ops = result.ops.filter((pl.col("work_class") == "attention") & pl.col("efficiency").is_not_null())
+    if ops.is_empty():
+        return None
+    hopper = result.devices.select("device", _hopper=pl.col("product").str.contains(r"^(H1|H2|H8|B2)00"))
+    backend = _taxonomy(ops["top_kernel"]).select(top_kernel="kernel", backend="attention_backend")
+    ops = ops.join(hopper, on="device", how="left").join(backend, on="top_kernel", how="left").with_columns(
+        backend=pl.when((pl.col("backend") == "flash") & pl.col("_hopper").fill_null(False))
+        .then(pl.lit("flash_hopper")).otherwise(pl.col("backend").fill_null("other")))
+    ops = ops.with_columns(expected=pl.col("backend").replace_strict(ATTENTION_EXPECTED, default=0.3,
+                                                                      return_dtype=pl.Float64))
+    lost = (pl.col("rated_ns") - pl.col("min_ns") / pl.col("expected")).clip(lower_bound=0)
+    bad = ops.with_columns(lost_ns=lost).filter(
+        (pl.col("efficiency") < pl.col("expected")) & (pl.col("lost_ns") >= floor_ns))
+    if bad.is_empty():
+        return None
+    rows = bad.sort("lost_ns", descending=True).head(n).to_dicts()
+    evidence = [_evidence(r, backend=r["backend"], expected_efficiency=r["expected"], causal=r["causal"])
+                for r in rows]
+    advice = [ATTENTION_ADVICE.get(r["backend"], ATTENTION_ADVICE["other"]) for r in rows]
+    advice += [c for r in rows for c in _attention_causes(r)]
+    return _finding(result, "roofline.attention_below_expected",
+                    f"attention runs below what its backend reaches ({len(bad)} shape(s))",
+                    float(bad["lost_ns"].sum()), evidence, "; ".join(dict.fromkeys(advice)))
+
+
+def _attention_causes(row: dict) -> list[str]:
+    layout = ATTENTION.get(row["name"].removeprefix("aten::"), ("bhsd", -1))[0]
+    q = (json.loads(row["input_dims"] or "[]") or [[]])[0]
+    if len(q) != 4:
+        return []
+    seq, head_dim = (q[1] if layout == "bshd" else q[2]), q[3]
+    causes = []
+    if head_dim <= 64:
+        causes.append(f"head dim {head_dim}: little math per byte loaded (memory-bound tiles)")
+    if seq <= 1024:
+        causes.append(f"short sequences ({seq}): per-block setup dominates; pack or batch sequences")
+    return causes
