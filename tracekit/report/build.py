@@ -169,7 +169,7 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
     lanes += extras.critical_path_lanes(a)
     lanes += cpu_lanes(trace, t0=t0, t1=t1)
     steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
-    bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first")
+    bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first").sort("start_ns")
     legend = [(f"c-{k}", v) for k, v in GPU_CLASSES.items()] + [(f"c-{k}", v) for k, v in CPU_CLASSES.items()] \
         + [(f"c-gap-{k}", f"idle: {v}") for k, v in sections.CAUSE_LABELS.items()]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,

@@ -1,0 +1,37 @@
+"""A wheel built from the repository, installed into a fresh virtualenv, renders a report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from report_fixtures import decode_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_ships_templates_and_renders(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
+                   check=True, capture_output=True)
+    wheel = next(dist.glob("tracekit-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    # install the wheel alone into the fresh environment; its dependencies come from this one
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    deps = sysconfig.get_paths()["purelib"]
+    trace = decode_trace(2).write(tmp_path / "t.json.gz")
+    out = tmp_path / "r.html"
+    code = ("import sys; sys.path.append(sys.argv[1]); import tracekit, reports; "
+            "assert tracekit.__file__.startswith(sys.argv[2]), tracekit.__file__; "
+            "from tracekit.cli.main import main; sys.exit(main(['report', sys.argv[3], '-o', sys.argv[4]]))")
+    done = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", code, deps, str(target), str(trace), str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().startswith("<!DOCTYPE html>")
