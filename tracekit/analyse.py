@@ -70,7 +70,7 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None) -> Analysis
     core = dict(
         timeline=timeline(trace),
         breakdown=breakdown(trace),
-        gaps=gaps(trace, min_gap_ns=opts.min_gap_ns),
+        gaps=gaps(trace, min_gap_ns=opts.min_gap_ns, links=links),
         windows=windows(trace, links=links),
         attribution=attribute(trace),
         launches=launches,

@@ -1,0 +1,271 @@
+"""Idle gaps: a golden trace with one gap of every cause (exact ns), blame, thresholds,
+the identity "causes sum to idle" on random traces, the CLI, and every real trace."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from builders import TraceBuilder
+from click.testing import CliRunner
+from conftest import SHARED_TRACES, all_real_traces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracekit
+from tracekit.analysis.gaps import CAUSES, GAP_SCHEMA, gaps
+from tracekit.analysis.timeline import timeline
+from tracekit.analysis.windows import steps, window_bounds
+from tracekit.cli.main import cli, main
+from tracekit.model import GPU_WORK_CATS, Trace
+
+
+def golden_builder() -> TraceBuilder:
+    """One thread; step [0, 200) µs; kernels K1..K9 (stream 7 except K6 on stream 8).
+
+    device gaps: [0,20) before_first, [30,46) launch_bound, [50,90) cpu_work,
+    [95,104) sync_stall, [108,121) profiler_overhead, [145,145.5) short, [150,160) other,
+    [170,200) after_last; stream 7 also waits [125,140) on stream 8 (cross_stream_wait).
+    """
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200_000)
+    ext = b.op("aten::mm", 2_000, 10_000)
+    b.launch_kernel("K1", launch_ns=5_000, launch_dur_ns=5_000, start_ns=20_000, dur_ns=10_000, ext=ext)
+    # launch-bound: the CPU is inside attn > Linear_0 > aten::linear > aten::add until 44 µs
+    b.annotation("attn", 22_000, 25_000)
+    b.op("nn.Module: Linear_0", 23_000, 23_000, cat="python_function")
+    b.op("aten::linear", 24_000, 21_500)
+    ext = b.op("aten::add", 25_000, 20_000)
+    b.launch_kernel("K2", launch_ns=40_000, launch_dur_ns=4_000, start_ns=46_000, dur_ns=4_000, ext=ext)
+    # cpu work: aten::sort launches nothing for 31 µs
+    b.op("aten::sort", 49_000, 31_000)
+    ext = b.op("aten::relu", 82_000, 8_000)
+    b.launch_kernel("K3", launch_ns=85_000, launch_dur_ns=3_000, start_ns=90_000, dur_ns=5_000, ext=ext)
+    # sync stall: cudaDeviceSynchronize [91, 96) drains the queue
+    b.runtime("cudaDeviceSynchronize", 91_000, 5_000)
+    ext = b.op("aten::mul", 97_000, 6_000)
+    b.launch_kernel("K4", launch_ns=99_000, launch_dur_ns=3_000, start_ns=104_000, dur_ns=4_000, ext=ext)
+    # profiler overhead [108.5, 118) on pid -1
+    b.raw({"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0,
+           "ts": 108.5, "dur": 9.5})
+    ext = b.op("aten::sub", 118_500, 2_500)
+    b.launch_kernel("K5", launch_ns=119_000, launch_dur_ns=1_000, start_ns=121_000, dur_ns=4_000, ext=ext)
+    # cross-stream wait: K7 is queued at 125 µs on stream 7 but waits for K6 on stream 8
+    ext = b.op("aten::bmm", 121_500, 2_000)
+    b.launch_kernel("K6", launch_ns=122_000, launch_dur_ns=1_000, start_ns=125_000, dur_ns=15_000, ext=ext,
+                    stream=8)
+    ext = b.op("aten::add_", 123_600, 1_900)
+    b.launch_kernel("K7", launch_ns=124_000, launch_dur_ns=1_000, start_ns=140_000, dur_ns=5_000, ext=ext)
+    # a 500 ns gap: short
+    ext = b.op("aten::neg", 140_500, 2_000)
+    b.launch_kernel("K8", launch_ns=141_000, launch_dur_ns=1_000, start_ns=145_500, dur_ns=4_500, ext=ext)
+    # queued early, started late with nothing else running: other
+    ext = b.op("aten::abs", 142_600, 1_900)
+    b.launch_kernel("K9", launch_ns=143_000, launch_dur_ns=1_000, start_ns=160_000, dur_ns=10_000, ext=ext)
+    return b
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Trace:
+    return golden_builder().load(tmp_path_factory.mktemp("gaps"))
+
+
+def _rows(result, scope: str, stream: int | None = None) -> list[tuple]:
+    f = result.gaps.filter(pl.col("scope") == scope)
+    if stream is not None:
+        f = f.filter(pl.col("stream") == stream)
+    return f.sort("start_ns").select("start_ns", "gap_ns", "cause").rows()
+
+
+def test_device_gaps_in_step_window(golden: Trace) -> None:
+    result = gaps(golden, windows=window_bounds(golden, "ProfilerStep"))
+    assert _rows(result, "device") == [
+        (0, 20_000, "before_first"), (30_000, 16_000, "launch_bound"), (50_000, 40_000, "cpu_work"),
+        (95_000, 9_000, "sync_stall"), (108_000, 13_000, "profiler_overhead"), (145_000, 500, "short"),
+        (150_000, 10_000, "other"), (170_000, 30_000, "after_last"),
+    ]
+    tl = timeline(golden, windows=window_bounds(golden, "ProfilerStep"))
+    assert result.idle_ns == 138_500 == tl.idle_ns
+    assert result.by_cause == {
+        "launch_bound": 16_000, "cpu_work": 40_000, "sync_stall": 9_000, "cross_stream_wait": 0,
+        "profiler_overhead": 13_000, "before_first": 20_000, "after_last": 30_000, "other": 10_000,
+        "short": 500,
+    }
+    assert result.gaps.schema == pl.Schema(GAP_SCHEMA)
+
+
+def test_stream_gaps_see_cross_stream_waits(golden: Trace) -> None:
+    result = gaps(golden, windows=window_bounds(golden, "ProfilerStep#1"))
+    assert _rows(result, "stream", 7) == [
+        (0, 20_000, "before_first"), (30_000, 16_000, "launch_bound"), (50_000, 40_000, "cpu_work"),
+        (95_000, 9_000, "sync_stall"), (108_000, 13_000, "profiler_overhead"),
+        (125_000, 15_000, "cross_stream_wait"), (145_000, 500, "short"), (150_000, 10_000, "other"),
+        (170_000, 30_000, "after_last"),
+    ]
+    assert _rows(result, "stream", 8) == [(0, 125_000, "before_first"), (140_000, 60_000, "after_last")]
+    wait = result.gaps.filter(pl.col("cause") == "cross_stream_wait").row(0, named=True)
+    assert (wait["late_ns"], wait["other_busy_ns"], wait["next_name"]) == (0, 15_000, "K7")
+
+
+def test_device_span_window_has_no_edge_gaps(golden: Trace) -> None:
+    result = gaps(golden)
+    assert _rows(result, "device") == [
+        (30_000, 16_000, "launch_bound"), (50_000, 40_000, "cpu_work"), (95_000, 9_000, "sync_stall"),
+        (108_000, 13_000, "profiler_overhead"), (145_000, 500, "short"), (150_000, 10_000, "other"),
+    ]
+    assert result.idle_ns == 88_500 == timeline(golden).idle_ns
+    # streams are measured in their device's window: stream 8 idles before and after K6
+    assert _rows(result, "stream", 8) == [(20_000, 105_000, "before_first"), (140_000, 30_000, "after_last")]
+
+
+def test_evidence_and_blame(golden: Trace) -> None:
+    g = gaps(golden).gaps.filter(pl.col("scope") == "device")
+    by_start = {r["start_ns"]: r for r in g.to_dicts()}
+    launch = by_start[30_000]
+    assert (launch["late_ns"], launch["launch_path_ns"], launch["sync_ns"]) == (14_000, 14_000, 0)
+    blame = (launch["blame_op"], launch["annotation"], launch["module"])
+    assert blame == ("aten::add", "attn", "nn.Module: Linear_0")
+    assert (launch["next_name"], launch["launch_name"], launch["next_op"]) == ("K2", "cudaLaunchKernel",
+                                                                               "aten::add")
+    cpu = by_start[50_000]
+    assert (cpu["late_ns"], cpu["launch_path_ns"]) == (38_000, 6_000)
+    assert (cpu["blame_op"], cpu["annotation"], cpu["module"]) == ("aten::sort", "ProfilerStep#1", None)
+    sync = by_start[95_000]
+    assert (sync["late_ns"], sync["sync_ns"], sync["blame_op"]) == (7_000, 5_000, None)
+    assert by_start[108_000]["overhead_ns"] == 9_500
+    assert by_start[150_000]["late_ns"] == 0
+
+
+def test_threshold_moves_gaps_to_short(golden: Trace) -> None:
+    result = gaps(golden, min_gap_ns=10_000)
+    assert result.by_cause["short"] == 9_500 and result.by_cause["sync_stall"] == 0
+    assert result.by_cause["other"] == 10_000  # 10 µs is not below 10 µs
+    assert sum(result.by_cause.values()) == result.idle_ns == 88_500
+
+
+def test_item_is_a_blocking_call(tmp_path) -> None:
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 0, 3_000)
+    b.launch_kernel("K1", launch_ns=1_000, launch_dur_ns=1_000, start_ns=2_000, dur_ns=18_000, ext=ext)
+    b.op("aten::item", 5_000, 17_000)
+    ext = b.op("aten::add", 24_000, 4_000)
+    b.launch_kernel("K2", launch_ns=25_000, launch_dur_ns=2_000, start_ns=28_000, dur_ns=2_000, ext=ext)
+    gap = gaps(b.load(tmp_path)).gaps.filter(pl.col("scope") == "device").row(0, named=True)
+    assert (gap["start_ns"], gap["gap_ns"], gap["cause"], gap["sync_ns"], gap["blame_op"]) == (
+        20_000, 8_000, "sync_stall", 17_000, "aten::item")
+
+
+def test_empty_and_gpu_less_traces() -> None:
+    result = gaps(Trace.empty())
+    assert result.gaps.is_empty() and result.gaps.schema == pl.Schema(GAP_SCHEMA)
+    assert result.idle_ns == 0 and set(result.by_cause) == set(CAUSES)
+    assert result.to_dict()["longest"] == []
+
+
+# -- the identity on random traces ------------------------------------------------------------
+
+events = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(7, 9), st.integers(0, 50_000), st.integers(0, 5_000),
+              st.integers(0, 60_000), st.booleans()),
+    min_size=1, max_size=25)
+
+
+@settings(max_examples=20, deadline=None)
+@given(events, st.integers(0, 3_000))
+def test_causes_sum_to_idle(tmp_path_factory, rows, min_gap_ns) -> None:
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 40_000)
+    for device, stream, start, dur, launch, linked in rows:
+        if linked:
+            ext = b.op("aten::op", max(0, launch - 500), 2_000)
+            b.launch_kernel("k", launch_ns=launch, launch_dur_ns=800, start_ns=start, dur_ns=dur, ext=ext,
+                            device=device, stream=stream)
+        else:
+            b.kernel("k", start, dur, device=device, stream=stream)
+    b.runtime("cudaDeviceSynchronize", 10_000, 7_000)
+    trace = b.load(tmp_path_factory.mktemp("h"))
+    for windows in (None, window_bounds(trace, "ProfilerStep")):
+        result = gaps(trace, min_gap_ns=min_gap_ns, windows=windows)
+        tl = timeline(trace, windows=windows)
+        assert sum(result.by_cause.values()) == result.idle_ns == tl.idle_ns
+        _check_streams(result, tl)
+
+
+def _check_streams(result, tl) -> None:
+    per = result.gaps.filter(pl.col("scope") == "stream").group_by("window_eid", "device", "stream").agg(
+        pl.col("gap_ns").sum())
+    check = tl.streams.join(per, on=["window_eid", "device", "stream"], how="left", nulls_equal=True)
+    assert (check["gap_ns"].fill_null(0) == check["idle_ns"]).all()
+
+
+# -- CLI --------------------------------------------------------------------------------------
+
+def test_cli_gaps_json_and_text(tmp_path) -> None:
+    path = golden_builder().write(tmp_path / "golden.json")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["gaps", str(path), "--window", "ProfilerStep", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["idle_ns"] == 138_500 and data["by_cause"]["sync_stall"] == 9_000
+    assert data["longest"][0]["cause"] == "cpu_work" and data["longest"][0]["blame_op"] == "aten::sort"
+    text = runner.invoke(cli, ["gaps", str(path), "--min-gap-us", "10"])
+    assert text.exit_code == 0 and "cpu_work" in text.output and "aten::sort" in text.output
+    assert main(["gaps", str(path), "--window", "NoSuchRange"]) == 2
+
+
+def test_cli_summary_on_golden(tmp_path) -> None:
+    path = golden_builder().write(tmp_path / "golden.json")
+    out = CliRunner().invoke(cli, ["summary", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["timeline"]["busy_ns"] == 61_500 and data["timeline"]["span_ns"] == 150_000
+    assert data["steps"]["steps"] == 1 and data["gaps"]["by_cause"]["launch_bound"] == 16_000
+    assert data["kernels"] and data["ops"]
+    text = CliRunner().invoke(cli, ["summary", str(path)])
+    assert text.exit_code == 0 and "launch_bound" in text.output and "ProfilerStep#1" in text.output
+
+
+# -- real traces --------------------------------------------------------------------------------
+
+def _union_by_hand(pairs: list[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) pairs, in plain Python over sorted intervals."""
+    total, cur_start, cur_end = 0, 0, None
+    for start, end in sorted(pairs):
+        end = max(start, end)
+        if cur_end is None or start > cur_end:
+            total += 0 if cur_end is None else cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    return total + (0 if cur_end is None else cur_end - cur_start)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: str(p.relative_to(SHARED_TRACES)))
+def test_real_trace(path, monkeypatch) -> None:
+    """`tracekit summary --json` runs, and its figures hold: busy = an independent union, the
+    breakdown sums to the span, idle causes sum to the idle time (devices and streams)."""
+    trace = tracekit.load(path)
+    monkeypatch.setattr("tracekit.cli.summary.load_trace", lambda _path: trace)  # load once
+    out = CliRunner().invoke(cli, ["summary", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    tl, bd, g = data["timeline"], data["breakdown"], data["gaps"]
+    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
+    busy = {d["device"]: d["busy_ns"] for d in tl["devices"]}
+    for device in work["device"].unique().to_list():
+        pairs = work.filter(pl.col("device") == device).select("ts_ns", "end_ns").rows()
+        assert busy[device] == _union_by_hand(pairs)
+    for d in bd["devices"]:
+        assert d["compute_ns"] + d["communication_ns"] + d["memory_ns"] + d["idle_ns"] == d["span_ns"]
+    assert bd["span_ns"] == tl["span_ns"]
+    assert sum(g["by_cause"].values()) == g["idle_ns"] == tl["idle_ns"]
+    per_stream: dict[tuple, int] = {}
+    for row in g["totals"]:
+        if row["scope"] == "stream":
+            key = (row["device"], row["stream"])
+            per_stream[key] = per_stream.get(key, 0) + row["total_ns"]
+    assert per_stream == {(s["device"], s["stream"]): s["idle_ns"] for s in tl["streams"] if s["idle_ns"]}
+    cpu_steps = trace.ops.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
+    assert data["steps"]["steps"] == steps(trace).height == cpu_steps.height  # no GPU twin, last kept

@@ -1,0 +1,252 @@
+"""Idle gaps on every device and every stream, each with a cause and a culprit.
+
+A gap is a hole in the union of GPU work (kernels, memcpys, memsets) inside a window
+(`timeline`: by default the device span; or each annotation window given). Device gaps
+are holes in the union of all the device's streams; stream gaps are holes in one stream,
+measured in the device's window. Gaps partition the idle time exactly: for every device
+(or stream) and window, Σ gap_ns = span_ns - busy_ns.
+
+Evidence per gap [g0, g1): the *next activity* (the work starting at g1; of several, the
+one whose launch call returned first) and its launch call (end L1) on thread T;
+`late_ns` = min(L1, g1) - g0 clipped to [0, gap]: how long the gap waited for the CPU
+to finish enqueueing the next work.
+
+Cause, first rule that applies (CAUSES):
+1. `short`: gap_ns < min_gap_ns (default 1000 ns = 1 µs, below which gaps are launch
+   latency and scheduling noise). Kept so that the causes still sum to the idle time.
+2. `before_first` / `after_last`: the gap runs from the window start to the first
+   activity, or from the last activity to the window end (a window with no activity at
+   all is one `before_first` gap). Only non-zero when a window is given.
+3. `profiler_overhead`: profiler `overhead` rows (Activity Buffer Request, Buffer Flush…)
+   cover at least half the gap.
+4. `sync_stall`: blocking calls (BLOCKING_CALL, BLOCKING_OP) on T overlap the late part
+   [g0, min(L1, g1)) and last, in whole (`sync_ns`), at least half of late_ns: the CPU
+   waited for the GPU to drain, so nothing was queued; had it not blocked it would have
+   been ahead by about `sync_ns`. A short sync followed by a long CPU stretch is not a
+   sync stall (rule 5 names the stretch).
+5. `launch_bound` / `cpu_work`: late_ns ≥ half the gap (the CPU was late). `cpu_work`
+   when less than half of [g0, min(L1, g1)) on T was spent in the launch path (top-level
+   cpu_ops that launch GPU work, and launch calls themselves): the CPU ran ops or Python
+   that launched nothing; `launch_bound` otherwise: it was busy issuing work too slowly.
+6. `cross_stream_wait` (stream gaps): another stream of the device was busy during the
+   gap (the queued work waited for it, e.g. behind a cudaStreamWaitEvent or for SMs).
+7. `launch_bound` / `cpu_work` as in 5 when late_ns > 0.
+8. `other`: the work was queued and nothing in the trace explains the wait (launch
+   latency, a wait on another device or on a host event), or the next activity has no
+   launch call in the trace (launched before the capture began), so rules 4, 5 and 7
+   cannot be judged.
+
+Blame (not looked up for `short` gaps): `blame_op` is the innermost `cpu_op` running on T
+when the gap opened (g0), `annotation` the innermost `user_annotation`, `module` the
+innermost `nn.Module: …` python_function or `## … ##` range there; `next_op` the op that
+launched the next work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis import intervals
+from tracekit.analysis.links import gpu_links
+from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
+from tracekit.analysis.windows import STEP_NAME, annotations
+from tracekit.model import Trace
+
+I64, F64, STR = pl.Int64, pl.Float64, pl.String
+DEFAULT_MIN_GAP_NS = 1_000
+CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
+          "before_first", "after_last", "other", "short")
+# host calls that block until GPU work is done; `Memcpy` calls count unless named `…Async…`
+BLOCKING_CALL = (
+    r"^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize|^(cuda|cu|hip)Memcpy"
+)
+BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
+MODULE = r"^nn\.Module: |^## .* ##$"
+
+GAP_SCHEMA: dict[str, pl.DataType] = {
+    "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,
+    "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": STR, "cause": STR,
+    "late_ns": I64, "overhead_ns": I64, "sync_ns": I64, "launch_path_ns": I64, "other_busy_ns": I64,
+    "next_eid": I64, "next_name": STR, "launch_eid": I64, "launch_name": STR, "launch_pid": STR,
+    "launch_tid": STR, "next_op": STR, "blame_op_eid": I64, "blame_op": STR, "annotation": STR, "module": STR,
+}
+TOTALS_SCHEMA: dict[str, pl.DataType] = {
+    "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,
+    "cause": STR, "gaps": I64, "total_ns": I64,
+}
+GROUP = ["scope", "window_eid", "device", "stream"]
+_same_thread = (pl.col("p_pid") == pl.col("pid")) & (pl.col("p_tid") == pl.col("tid"))
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """Result of `gaps`. Frames are typed even when empty."""
+
+    gaps: pl.DataFrame  # GAP_SCHEMA: every gap, device and stream scope, short ones included
+    totals: pl.DataFrame  # TOTALS_SCHEMA: per scope, window, device, stream and cause
+    min_gap_ns: int
+    idle_ns: int  # device scope: Σ gap_ns over devices and windows
+    by_cause: dict[str, int]  # device scope: ns per cause, every cause present (0 when none)
+
+    def to_dict(self, *, limit: int = 20) -> dict[str, Any]:
+        """JSON-ready: idle per cause, the totals and the longest device gaps."""
+        top = self.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short"))
+        return {
+            "min_gap_ns": self.min_gap_ns, "idle_ns": self.idle_ns, "by_cause": self.by_cause,
+            "totals": self.totals.to_dicts(),
+            "longest": top.sort("gap_ns", descending=True).head(limit).to_dicts(),
+        }
+
+
+def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.DataFrame | None = None,
+         links: pl.DataFrame | None = None) -> Gaps:
+    """Every idle gap with its cause and blame; `windows` from `windows.window_bounds`."""
+    work = work_rows(trace)
+    bounds = device_bounds(work, windows)
+    rows = windowed(work, bounds)
+    found = _find(rows, bounds, work)
+    links = gpu_links(trace) if links is None else links
+    found = _next_activity(found, links)
+    found = _evidence(found, trace, work, links)
+    found = found.with_columns(cause=_cause(min_gap_ns))
+    found = _blame(found, trace)
+    out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA).sort("scope", "device", "stream", "start_ns",
+                                                                 nulls_last=False)
+    totals = _totals(out)
+    dev = totals.filter(pl.col("scope") == "device")
+    by_cause = {c: 0 for c in CAUSES} | dict(dev.group_by("cause").agg(pl.col("total_ns").sum()).rows())
+    return Gaps(gaps=out, totals=totals, min_gap_ns=min_gap_ns, idle_ns=int(dev["total_ns"].sum() or 0),
+                by_cause={c: int(by_cause[c]) for c in CAUSES})
+
+
+def _find(rows: pl.DataFrame, bounds: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """Device and stream gaps with a `gid`; stream bounds = device bounds × the device's streams."""
+    names = bounds.select(*WINDOW_KEYS, "window_name", "window_start_ns")
+    dev = intervals.gaps(rows, bounds, by=WINDOW_KEYS).with_columns(
+        scope=pl.lit("device"), stream=pl.lit(None, I64))
+    streams = work.select("device", "stream").unique()
+    sbounds = bounds.join(streams, on="device", how="inner")
+    keys = [*WINDOW_KEYS, "stream"]
+    sbounds = sbounds.select(*keys, "window_start_ns", "window_end_ns")
+    per = intervals.gaps(rows, sbounds, by=keys).with_columns(scope=pl.lit("stream"))
+    both = pl.concat([dev.select(per.columns), per])
+    return both.join(names, on=WINDOW_KEYS, how="left", nulls_equal=True).with_row_index("gid").with_columns(
+        pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns"))
+
+
+def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """The work starting at each gap's end (of several: the launch call that returned first)."""
+    cand = links.select(
+        pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1).alias("_stream"),
+        pl.col("ts_ns").alias("end_ns"),
+        pl.col("eid").alias("next_eid"), pl.col("name").alias("next_name"), "launch_eid", "launch_name",
+        "launch_end_ns", "launch_pid", "launch_tid", pl.col("op_name").alias("next_op"),
+    )
+    inner = found.filter(pl.col("position") != "after_last").select("gid", "device", "stream", "end_ns")
+    pairs = inner.join(cand, on=["device", "end_ns"], how="inner").filter(
+        pl.col("stream").is_null() | (pl.col("stream") == pl.col("_stream")))
+    best = pairs.sort("launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first")
+    return found.join(best.drop("device", "stream", "end_ns", "_stream"), on="gid", how="left")
+
+
+def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """late_ns, overhead_ns, sync_ns, launch_path_ns, other_busy_ns per gap."""
+    late_end = pl.min_horizontal("launch_end_ns", "end_ns").clip(lower_bound=pl.col("start_ns"))
+    late_end = pl.when(pl.col("launch_end_ns").is_not_null()).then(late_end)
+    found = found.with_columns(late_ns=late_end - pl.col("start_ns"), _late_end=late_end)
+    whole = found.select(pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"),
+                         pl.col("end_ns").alias("q_end_ns"), "device", "scope", "launch_eid")
+    late = found.filter(pl.col("launch_eid").is_not_null()).select(
+        pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"),
+        pl.col("_late_end").alias("q_end_ns"), pl.col("launch_pid").alias("pid"),
+        pl.col("launch_tid").alias("tid"))
+    parts = {
+        "overhead_ns": intervals.covered_ns(whole, trace.ops.filter(pl.col("cat") == "overhead")),
+        "sync_ns": intervals.covered_ns(late, _blocking(trace), on=["pid", "tid"], whole=True),
+        "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
+        "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
+    }
+    for col, part in parts.items():
+        found = found.join(part.rename({"qid": "gid", "covered_ns": col}), on="gid", how="left").with_columns(
+            pl.col(col).fill_null(0))
+    return found
+
+
+def _blocking(trace: Trace) -> pl.DataFrame:
+    """CPU intervals that block on the GPU: sync API calls, synchronous copies, item/nonzero."""
+    name = pl.col("name")
+    calls = trace.runtime.filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async"))
+    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
+    cols = ["pid", "tid", "ts_ns", "end_ns"]
+    return pl.concat([calls.select(cols), ops.select(cols)])
+
+
+def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+    """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
+    calls = links.filter(pl.col("launch_eid").is_not_null()).select(
+        pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns")).unique()
+    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(STEP_NAME))
+    top = with_parents(ops).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
+    points = calls.select(pl.col("pid").alias("p_pid"), pl.col("tid").alias("p_tid"),
+                          pl.col("ts_ns").alias("t"))
+    hit = intervals.stab(points, top).filter(_same_thread)
+    used = top.join(hit.select("eid").unique(), on="eid", how="semi")
+    return pl.concat([calls, used.select(calls.columns)])
+
+
+def _cause(min_gap_ns: int) -> pl.Expr:
+    gap, late = pl.col("gap_ns"), pl.col("late_ns").fill_null(0)
+    cpu = pl.when(2 * pl.col("launch_path_ns") < late).then(pl.lit("cpu_work"))
+    cpu = cpu.otherwise(pl.lit("launch_bound"))
+    return (
+        pl.when(gap < min_gap_ns).then(pl.lit("short"))
+        .when(pl.col("position").is_in(["before_first", "empty"])).then(pl.lit("before_first"))
+        .when(pl.col("position") == "after_last").then(pl.lit("after_last"))
+        .when(2 * pl.col("overhead_ns") >= gap).then(pl.lit("profiler_overhead"))
+        .when((pl.col("sync_ns") > 0) & (2 * pl.col("sync_ns") >= late))
+        .then(pl.lit("sync_stall"))
+        .when(2 * late >= gap).then(cpu)
+        .when((pl.col("scope") == "stream") & (pl.col("other_busy_ns") > 0)).then(pl.lit("cross_stream_wait"))
+        .when(late > 0).then(cpu)
+        .otherwise(pl.lit("other"))
+    )
+
+
+def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
+    """blame_op(_eid), annotation, module: innermost slices on the launching thread at g0
+    (not looked up for short gaps)."""
+    points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("cause") != "short")).select(
+        "gid", pl.col("launch_pid").alias("p_pid"), pl.col("launch_tid").alias("p_tid"),
+        pl.col("start_ns").alias("t"))
+    ops = trace.ops
+    kinds = {
+        "blame_op": ops.filter(pl.col("cat") == "cpu_op"),
+        "annotation": annotations(trace),
+        "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
+                             & pl.col("name").str.contains(MODULE)),
+    }
+    for col, slices in kinds.items():
+        inner = _innermost(points, slices.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"))
+        inner = inner.rename({"name": col, "eid": f"{col}_eid"})
+        found = found.join(inner, on="gid", how="left")
+    return found
+
+
+def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
+    """(gid, eid, name) of the innermost slice on the point's thread running at `t`."""
+    hit = intervals.stab(points, slices).filter(_same_thread)
+    best = hit.sort(["ts_ns", "dur_ns", "eid"], descending=[True, False, True]).unique("gid", keep="first")
+    return best.select("gid", "eid", "name").cast({"gid": I64, "eid": I64, "name": STR})
+
+
+def _totals(out: pl.DataFrame) -> pl.DataFrame:
+    keys = [*GROUP, "window_name", "cause"]
+    sums = out.group_by(keys).agg(gaps=pl.len(), total_ns=pl.col("gap_ns").sum())
+    order = ["scope", "device", "stream", "window_eid", "total_ns"]
+    return sums.select(list(TOTALS_SCHEMA)).cast(TOTALS_SCHEMA).sort(
+        order, descending=[False, False, False, False, True], nulls_last=False)

@@ -1,0 +1,183 @@
+"""`tracekit summary` and `tracekit gaps`: the headline figures of a trace, and its idle gaps.
+
+Commands only turn arguments into API calls and write the result; the figures are
+defined in `docs/metrics.md` and computed in `tracekit.analysis`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.analysis.breakdown import breakdown
+from tracekit.analysis.gaps import DEFAULT_MIN_GAP_NS, gaps as find_gaps
+from tracekit.analysis.links import gpu_links
+from tracekit.analysis.timeline import timeline
+from tracekit.analysis.windows import window_bounds, windows
+from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.errors import UsageError
+
+
+@click.command()
+@trace_arg
+@json_opt
+@click.option("--top", default=10, show_default=True, help="Rows in the kernel and op tables.")
+def summary(trace: str, as_json: bool, top: int) -> None:
+    """Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels
+    and ops, steps. Windows: each device from its first to its last GPU activity."""
+    t = load_trace(trace)
+    links = gpu_links(t)
+    result = {
+        "file": t.meta.path,
+        "timeline": timeline(t).to_dict(),
+        "breakdown": breakdown(t).to_dict(),
+        "gaps": find_gaps(t, links=links).to_dict(limit=top),
+        "kernels": _top_kernels(t, top),
+        "ops": _top_ops(t, top),
+        "steps": windows(t, name="ProfilerStep", links=links).to_dict(),
+    }
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(render_summary(result))
+
+
+@click.command()
+@trace_arg
+@click.option("--min-gap-us", type=float, default=DEFAULT_MIN_GAP_NS / 1000, show_default=True,
+              help="Gaps shorter than this (µs) go to the 'short' bucket.")
+@click.option("--window", "window", default=None, metavar="NAME",
+              help="Analyse inside each annotation matching NAME (exact, kind like ProfilerStep, or regex).")
+@click.option("--limit", default=20, show_default=True, help="How many of the longest gaps to list.")
+@json_opt
+def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json: bool) -> None:
+    """Idle gaps per device and stream, each with a cause and the CPU op to blame."""
+    if min_gap_us < 0:
+        raise UsageError("--min-gap-us must be >= 0")
+    t = load_trace(trace)
+    bounds = window_bounds(t, window) if window else None
+    if bounds is not None and bounds.is_empty():
+        raise UsageError(f"no annotation matches --window {window!r}")
+    result = find_gaps(t, min_gap_ns=round(min_gap_us * 1000), windows=bounds)
+    data = {"file": t.meta.path, "window": window or "device span", **result.to_dict(limit=limit)}
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(render_gaps(data))
+
+
+def _top_kernels(trace: Any, top: int) -> list[dict[str, Any]]:
+    """Kernels by total time: the taxonomy's table when present, else a plain group-by."""
+    try:
+        taxonomy = importlib.import_module("tracekit.analysis.taxonomy")
+        rows = taxonomy.kernel_table(trace.gpu)
+    except (ImportError, AttributeError):
+        rows = trace.kernels.group_by("name").agg(count=pl.len(), total_ns=pl.col("dur_ns").sum()).sort(
+            "total_ns", descending=True)
+    return rows.head(top).to_dicts()
+
+
+def _top_ops(trace: Any, top: int) -> list[dict[str, Any]]:
+    """CPU ops by inclusive GPU time (attribution) when present, else by CPU time."""
+    try:
+        attribution = importlib.import_module("tracekit.analysis.attribution")
+        rows = attribution.attribute(trace).ops
+    except (ImportError, AttributeError):
+        ops = trace.ops.filter(pl.col("cat") == "cpu_op")
+        rows = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur_ns").sum()).sort(
+            "cpu_total_ns", descending=True)
+    return rows.head(top).to_dicts()
+
+
+# -- text ---------------------------------------------------------------------------------
+
+def render_summary(d: dict[str, Any]) -> str:
+    tl = d["timeline"]
+    lines = [f"file        {d['file']}",
+             f"window      {tl['window']} (each device: first to last GPU activity)"]
+    if not tl["devices"]:
+        return "\n".join([*lines, "", "no GPU activity in this trace"])
+    busy = f"{fmt.ns(tl['busy_ns'])} of {fmt.ns(tl['span_ns'])} ({fmt.pct(tl['utilisation'])})"
+    lines += [f"GPU busy    {busy}", *_devices_text(tl), *_breakdown_text(d["breakdown"])]
+    lines += ["", f"idle by cause (device gaps; under {fmt.ns(d['gaps']['min_gap_ns'])} = short)",
+              _indent(_cause_table(d["gaps"]))]
+    return "\n".join([*lines, *_kernels_text(d["kernels"]), *_ops_text(d["ops"]), *_steps_text(d["steps"])])
+
+
+def render_gaps(d: dict[str, Any]) -> str:
+    lines = [f"file        {d['file']}", f"window      {d['window']}",
+             f"idle        {fmt.ns(d['idle_ns'])} (device gaps; under {fmt.ns(d['min_gap_ns'])} = short)", "",
+             "idle by cause", _indent(_cause_table(d))]
+    if d["longest"]:
+        rows = [[g["device"], "+" + fmt.ns(g["offset_ns"]), fmt.ns(g["gap_ns"]), g["cause"],
+                 clip(g["blame_op"] or "(outside ops)", 34), clip(g["annotation"], 30),
+                 clip(f"{g['next_op'] or '?'} -> {g['next_name']}", 50)]
+                for g in d["longest"]]
+        headers = ["device", "at", "length", "cause", "CPU op at gap start", "annotation", "next GPU work"]
+        lines += ["", "longest gaps", _indent(table(headers, rows, right=(0, 1, 2)))]
+    return "\n".join(lines)
+
+
+def _devices_text(tl: dict[str, Any]) -> list[str]:
+    rows = [[r["device"], fmt.ns(r["span_ns"]), fmt.ns(r["busy_ns"]), fmt.ns(r["idle_ns"]),
+             fmt.pct(r["utilisation"])] for r in tl["devices"]]
+    return ["", "devices", _indent(table(["device", "span", "busy", "idle", "utilisation"], rows,
+                                          right=(0, 1, 2, 3, 4)))]
+
+
+def _breakdown_text(bd: dict[str, Any]) -> list[str]:
+    parts = ("compute_ns", "communication_ns", "memory_ns", "idle_ns")
+    rows = [[r["device"], *(_share(r[c], r["span_ns"]) for c in parts), fmt.pct(r["overlap_share"])]
+            for r in bd["devices"]]
+    headers = ["device", "compute", "communication", "memory", "idle", "comm. overlapped"]
+    return ["", "time breakdown (overlap counted once: compute > communication > memory)",
+            _indent(table(headers, rows, right=(0, 1, 2, 3, 4, 5)))]
+
+
+def _kernels_text(kernels: list[dict[str, Any]]) -> list[str]:
+    if not kernels:
+        return []
+    rows = [[clip(k["name"], 60), k.get("kernel_class", ""), fmt.count(k["count"]), fmt.ns(k["total_ns"])]
+            for k in kernels]
+    return ["", "top kernels by total time",
+            _indent(table(["kernel", "class", "calls", "total"], rows, right=(2, 3)))]
+
+
+def _ops_text(ops: list[dict[str, Any]]) -> list[str]:
+    if not ops:
+        return []
+    rows = [[clip(o["name"], 50), fmt.count(o["calls"]), fmt.ns(o.get("cpu_total_ns")),
+             fmt.ns(o.get("gpu_incl_ns"))] for o in ops]
+    return ["", "top ops", _indent(table(["op", "calls", "CPU total", "GPU (incl.)"], rows, right=(1, 2, 3)))]
+
+
+def _steps_text(steps: dict[str, Any]) -> list[str]:
+    if not steps["steps"]:
+        return []
+    rows = [[s["name"], fmt.ns(s["cpu_ns"]), fmt.ns(s["gpu_ns"]), fmt.ns(s["gpu_busy_ns"]),
+             fmt.count(s["kernels"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
+    headers = ["step", "CPU", "GPU span", "GPU busy", "kernels", ""]
+    return ["", "steps (GPU: the work launched inside the step)",
+            _indent(table(headers, rows, right=(1, 2, 3, 4)))]
+
+
+def _cause_table(g: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for row in g["totals"]:
+        if row["scope"] == "device":
+            counts[row["cause"]] = counts.get(row["cause"], 0) + row["gaps"]
+    rows = [[cause, fmt.ns(ns), _share(ns, g["idle_ns"]), fmt.count(counts.get(cause, 0))]
+            for cause, ns in sorted(g["by_cause"].items(), key=lambda kv: -kv[1]) if ns]
+    return table(["cause", "time", "of idle", "gaps"], rows, right=(1, 2, 3))
+
+
+def _share(part: int | None, whole: int | None) -> str:
+    return fmt.pct(part / whole) if part is not None and whole else "–"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
