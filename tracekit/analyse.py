@@ -98,9 +98,9 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
 
             return critical_path(trace)
         if name == "attention":
-            from tracekit.analysis.attention import attention
+            from tracekit.analysis.attention import analyze_attention
 
-            return attention(trace)
+            return analyze_attention(trace)
         if name == "roofline":
             from tracekit.analysis.roofline import roofline
 

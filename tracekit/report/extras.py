@@ -9,33 +9,143 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
-from tracekit.report.model import Section
+from tracekit.report.model import Bar, BarChart, Cell, Column, Section, Table
+from tracekit.report.tables import frame_table
+
+PATH_CLASSES = {
+    "gpu_compute": ("GPU compute", "cp-gpu"), "gpu_memory": ("GPU memory", "cp-gpu"),
+    "communication": ("communication", "cp-gpu"), "launch_overhead": ("launch overhead", "cp-launch"),
+    "cpu_compute": ("CPU compute", "cp-cpu"), "python_overhead": ("Python overhead", "cp-cpu"),
+    "sync_wait": ("sync wait", "cp-sync"), "idle": ("idle", "cp-idle"),
+}
 
 
 def evidence_text(e: Any) -> str:
-    """One evidence item as a line of text (dicts as `key=value` pairs)."""
-    if isinstance(e, str):
-        return e
+    """One evidence item as a line a person can find in Perfetto."""
+    if hasattr(e, "rel_us") and hasattr(e, "name"):
+        dur = f", {fmt.ns(e.dur_ns)}" if getattr(e, "dur_ns", None) is not None else ""
+        note = f" — {e.note}" if getattr(e, "note", "") else ""
+        return f"{e.name} on {e.lane} at {e.rel_us:,.1f} µs (ts {e.ts_ns / 1000:.3f} µs){dur}{note}"
     if isinstance(e, dict):
         return ", ".join(f"{k}={v}" for k, v in e.items() if v is not None)
     return str(e)
 
 
 def recoverable_ns(a: Analysis) -> int | None:
-    return None
+    """The largest single what-if saving on the critical path (an upper bound for one change)."""
+    whatifs = _whatifs(a)
+    return max((w.saved_ns for w in whatifs), default=None) if whatifs else None
+
+
+def _whatifs(a: Analysis) -> list[Any]:
+    cp = a.critical_path
+    graph = getattr(cp, "graph", None)
+    if graph is None:
+        return []
+    from tracekit.analysis.whatif import standard
+
+    try:
+        return standard(graph)
+    except (ValueError, KeyError):
+        return []
 
 
 def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
-    return []
+    cp = a.critical_path
+    segs = getattr(cp, "segments", None)
+    if segs is None or segs.is_empty():
+        return []
+    css = pl.col("cls").replace_strict({k: v[1].removeprefix("cp-") for k, v in PATH_CLASSES.items()}, default="other")
+    iv = segs.filter(pl.col("end_ns") > pl.col("start_ns")).select(
+        "start_ns", "end_ns", cls=pl.format("cp-{}", css), prio=pl.lit(1, pl.Int64))
+    return [("critical path", f"critical path of {cp.window}: {cp.sentence}", iv)]
 
 
 def critical_path_section(a: Analysis) -> Section | None:
-    return None
+    cp = a.critical_path
+    if cp is None or getattr(cp, "verdict", "empty") in ("empty",):
+        return None
+    total = max(cp.end_ns - cp.start_ns, 1) if cp.start_ns is not None and cp.end_ns is not None else 1
+    bars = []
+    x = 0.0
+    for cls, ns, share in cp.by_class.sort("ns", descending=True).iter_rows():
+        if not ns:
+            continue
+        label, css = PATH_CLASSES.get(cls, (cls, "cp-other"))
+        bars.append(Bar(label=label, value_text=f"{fmt.ns(ns)} ({fmt.pct(share)})", fraction=ns / total, css_class=f"c-{css}", x=x))
+        x += ns / total
+    chart = BarChart(id="critical-path", title=f"Critical path of {cp.window}", bars=bars, stacked=True)
+    ctx = cp.by_context.sort("ns", descending=True).head(20)
+    table = frame_table("path-context", "Who the critical path belongs to", ctx, [
+        ("context", "op / kernel", "text"), ("cls", "class", "text"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
+    paras = [cp.sentence]
+    if cp.inferred_edges:
+        paras.append(f"{fmt.count(cp.inferred_edges)} GPU→CPU sync edges were inferred from blocking calls that end "
+                     "right after GPU work (the trace has no cuda_sync records for them).")
+    whatifs = _whatifs(a)
+    if whatifs:
+        rows = [[Cell(w.description), Cell(fmt.ns(w.saved_ns), w.saved_ns), Cell(fmt.ns(w.estimate_ns), w.estimate_ns)]
+                for w in sorted(whatifs, key=lambda w: -w.saved_ns)]
+        cols = [Column("scenario", "what if"), Column("saved", "time saved", True), Column("estimate", "window would take", True)]
+        tables = [table, Table(id="whatif", title="What-if estimates", columns=cols, rows=rows,
+                               note="Longest-path estimates on the dependency graph: an upper bound for each change alone.")]
+    else:
+        tables = [table]
+    return Section(id="critical-path", title="Critical path", paragraphs=paras, charts=[chart], tables=tables,
+                   intro="The longest chain of dependent work (CPU ops, launches, kernels, syncs) through the window: "
+                         "shortening anything off this path does not make the window shorter.")
 
 
 def attention_section(a: Analysis, *, top: int) -> Section | None:
-    return None
+    res = a.attention
+    if res is None or not getattr(res, "call_count", 0):
+        return None
+    from tracekit.analysis.attention_report import attention_section as plain
+
+    data = plain(res)
+    tables = []
+    for i, t in enumerate(data.get("tables", [])):
+        cols = [Column(key=f"c{j}", label=h, numeric=j > 0 and _numeric(t["rows"], j)) for j, h in enumerate(t["headers"])]
+        rows = [[Cell(str(v), _sort_value(v)) for v in row] for row in t["rows"][: top * 4]]
+        tables.append(Table(id=f"attention-{i}" if i else "attention-calls", title=t["title"], columns=cols, rows=rows,
+                            total_rows=len(t["rows"])))
+    return Section(id="attention", title=data.get("title", "Attention"), paragraphs=list(data.get("paragraphs", [])),
+                   tables=tables, intro="Where attention runs, which backend actually ran, and what each call costs: "
+                                        "the Hugging Face 'attention is all you profile' analysis, done for you.")
+
+
+def _numeric(rows: list[list[Any]], j: int) -> bool:
+    return all(_sort_value(r[j]) is not None or r[j] in ("", "–") for r in rows[:20]) if rows else False
+
+
+def _sort_value(text: Any) -> float | None:
+    """A sort key for text such as '1.2 ms', '3,456', '12.5 %'."""
+    s = str(text).replace(",", "").strip()
+    units = {"ns": 1.0, "µs": 1e3, "ms": 1e6, "s": 1e9, "%": 1.0, "×": 1.0, "x": 1.0}
+    parts = s.split()
+    try:
+        if len(parts) == 2 and parts[1] in units:
+            return float(parts[0]) * units[parts[1]]
+        return float(s.rstrip("%×x"))
+    except ValueError:
+        return None
 
 
 def roofline_section(a: Analysis, *, top: int) -> Section | None:
-    return None
+    rf = a.roofline
+    if rf is None or getattr(rf, "calls", None) is None or rf.calls.is_empty():
+        return None
+    from tracekit.render.roofline_svg import roofline_svg
+
+    ops = rf.ops.sort("lost_ns", descending=True, nulls_last=True) if "lost_ns" in rf.ops.columns else rf.ops
+    cols = [c for c in [("name", "op", "text"), ("calls", "calls", "count"), ("gpu_ns", "GPU time", "ns"),
+                        ("tflops", "achieved", "tflops"), ("gbps", "bandwidth", "gbps"), ("intensity", "FLOP/byte", "float1"),
+                        ("bound", "bound", "text"), ("efficiency", "of ceiling", "pct"), ("lost_ns", "time left", "ns")]
+            if c[0] in ops.columns]
+    table = frame_table("roofline", "Ops against the device's ceilings", ops, cols, limit=top)
+    paras = [f"Overall efficiency {fmt.pct(getattr(rf, 'efficiency', None))}; time left on the table "
+             f"{fmt.ns(getattr(rf, 'time_lost_ns', None))} (work known for {fmt.pct(getattr(rf, 'coverage', None))} of GPU time)."]
+    paras += [str(n) for n in getattr(rf, "notes", ())]
+    return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
+                   intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
+                         "how far each op is from what the GPU can do.")

@@ -1,0 +1,389 @@
+"""Attention analysis: every attention call of a trace, its backend, kernels, GPU and CPU cost.
+
+`analyze_attention(trace) -> AttentionResult`. The calls are found by `attention_find`
+(evidence: capture ranges, module names, SDPA/flex/library ops, the eager op pattern),
+measured by `attention_calls`, then summarised per layer, per phase (prefill / decode,
+from the capture's `prefill`/`decode#<i>` ranges, else from the query length: 1 = decode),
+per backend and over all calls. Findings and the report section are in
+`attention_findings`; comparing traces is `attention_compare`.
+
+Denominators: `gpu_share` is the summed GPU time of the attention scopes (the core of each
+call, see `attention_calls`) over the summed time of all GPU work (kernels, memcpys,
+memsets) of the trace; overlap between streams is not removed. `range_gpu_share` uses the
+whole call (module or range: projections and rotary embeddings included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis import attention_calls as ac
+from tracekit.analysis.attention_find import DEFAULT_MAX_WINDOW_NS, assign, find_calls
+from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.occupancy import occupancy_table
+from tracekit.analysis.taxonomy import classify_names
+from tracekit.model import Trace
+
+I64, F64, STR = pl.Int64, pl.Float64, pl.String
+SDPA_PINNED = {
+    "MATH": ("sdpa_math",),
+    "EFFICIENT_ATTENTION": ("sdpa_efficient",),
+    "FLASH_ATTENTION": ("sdpa_flash", "sdpa_cpu_flash"),
+    "CUDNN_ATTENTION": ("sdpa_cudnn",),
+}
+EXPECTED_BACKENDS: dict[str, tuple[str, ...]] = {
+    "eager": ("eager",),
+    "sdpa": ("sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_cpu_flash", "sdpa_other"),
+    "flash_attention_2": ("flash_attn",),
+    "flash_attention_3": ("flash_attn",),
+    "flex_attention": ("flex",),
+}
+STAT_METRICS = ("gpu_events", "gpu_ns", "cpu_ns", "launch_api_ns", "range_gpu_ns", "range_cpu_ns")
+FUSED_SOFTMAX = (
+    "sdpa_flash",
+    "sdpa_efficient",
+    "sdpa_cudnn",
+    "sdpa_cpu_flash",
+    "flash_attn",
+    "flex",
+    "ck",
+    "aiter",
+)
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """Result of `analyze_attention`. Frames are typed even when empty."""
+
+    calls: pl.DataFrame  # one row per attention call (see `_finish` for the columns)
+    events: pl.DataFrame  # GPU work of the calls: call_id, in_scope, stage, stage_op, name, class, ...
+    by_layer: pl.DataFrame  # per layer: calls, backend, medians
+    by_phase: pl.DataFrame  # per phase (prefill / decode / unknown)
+    by_backend: pl.DataFrame  # per backend
+    stats: pl.DataFrame  # per metric over calls: count, mean, median, p10, p90, min, max
+    occupancy: pl.DataFrame  # in-scope kernels: Kineto's figure vs recomputed (occupancy_table)
+    has_gpu: bool  # the trace has GPU work
+    gpu_total_ns: int  # summed duration of all GPU work of the trace
+    attention_gpu_ns: int  # summed GPU time of the attention scopes
+    range_gpu_ns: int  # summed GPU time of the whole calls
+    attention_kernel_ns: int  # all attention-class kernels of the trace, in a call or not
+    orphan_kernels: int  # attention-class kernels launched outside every call
+    orphan_ns: int
+    requested: dict[str, Any] = field(default_factory=dict)  # capture metadata about the implementation
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def call_count(self) -> int:
+        return self.calls.height
+
+    @property
+    def gpu_share(self) -> float | None:
+        return self.attention_gpu_ns / self.gpu_total_ns if self.gpu_total_ns else None
+
+    @property
+    def range_gpu_share(self) -> float | None:
+        return self.range_gpu_ns / self.gpu_total_ns if self.gpu_total_ns else None
+
+    @property
+    def backends(self) -> dict[str, int]:
+        return {r["backend"]: r["calls"] for r in self.by_backend.iter_rows(named=True)}
+
+    @property
+    def backend(self) -> str | None:
+        """The backend of most calls (ties: alphabetical)."""
+        return self.by_backend["backend"][0] if self.by_backend.height else None
+
+    @property
+    def layers(self) -> int:
+        return self.by_layer.height
+
+    @property
+    def calls_per_layer(self) -> float | None:
+        return float(self.by_layer["calls"].median()) if self.by_layer.height else None  # type: ignore[arg-type]
+
+    def median(self, metric: str) -> float | None:
+        row = self.stats.filter(pl.col("metric") == metric)
+        return row["median"][0] if row.height else None
+
+    def to_dict(self, *, limit: int = 200) -> dict[str, Any]:
+        return {
+            "calls": self.call_count,
+            "layers": self.layers,
+            "calls_per_layer": self.calls_per_layer,
+            "backend": self.backend,
+            "backends": self.backends,
+            "has_gpu": self.has_gpu,
+            "gpu_total_ns": self.gpu_total_ns,
+            "attention_gpu_ns": self.attention_gpu_ns,
+            "gpu_share": self.gpu_share,
+            "range_gpu_ns": self.range_gpu_ns,
+            "range_gpu_share": self.range_gpu_share,
+            "attention_kernel_ns": self.attention_kernel_ns,
+            "orphan_kernels": self.orphan_kernels,
+            "orphan_ns": self.orphan_ns,
+            "requested": self.requested,
+            "warnings": list(self.warnings),
+            "stats": self.stats.to_dicts(),
+            "by_layer": self.by_layer.to_dicts(),
+            "by_phase": self.by_phase.to_dicts(),
+            "by_backend": self.by_backend.to_dicts(),
+            "occupancy": self.occupancy.to_dicts(),
+            "call_rows": self.calls.head(limit).to_dicts(),
+        }
+
+
+def analyze_attention(
+    trace: Trace,
+    *,
+    max_window_ns: int = DEFAULT_MAX_WINDOW_NS,
+    ops: pl.DataFrame | None = None,
+    launches: pl.DataFrame | None = None,
+) -> AttentionResult:
+    """Find and measure every attention call of `trace` (see the module docstring).
+
+    `ops` (`links.cpu_ops`) and `launches` (`links.launch_ops`) may be passed in when the
+    caller has them already; `max_window_ns` bounds an eager matmul -> softmax -> matmul chain.
+    """
+    ops = cpu_ops(trace) if ops is None else ops
+    calls, cores = find_calls(trace, ops, max_window_ns=max_window_ns)
+    scoped = ac.scopes(calls, cores)
+    links = gpu_links(trace, launches=launch_ops(trace, ops=ops) if launches is None else launches)
+    in_scope_ops = ac.scope_ops(ops, scoped)
+    events = ac.with_stages(ac.gpu_events(links, ops, scoped), in_scope_ops)
+    has_gpu = trace.gpu_work.height > 0
+    table = _finish(scoped, events, in_scope_ops, ops, trace, has_gpu=has_gpu)
+    requested = capture_request(trace)
+    attention_kernels = _attention_kernels(trace)
+    orphans = attention_kernels.join(events.select("eid"), on="eid", how="anti")
+    return AttentionResult(
+        calls=table,
+        events=events.sort("call_id", "ts_ns"),
+        by_layer=_by_layer(table),
+        by_phase=_by_phase(table),
+        by_backend=_by_backend(table),
+        stats=_stats(table),
+        occupancy=occupancy_table(
+            events.filter(pl.col("in_scope") & (pl.col("cat") == "kernel")), trace.meta.devices
+        ),
+        has_gpu=has_gpu,
+        gpu_total_ns=int(trace.gpu_work["dur_ns"].sum() or 0),
+        attention_gpu_ns=int(table["gpu_ns"].sum() or 0),
+        range_gpu_ns=int(table["range_gpu_ns"].sum() or 0),
+        attention_kernel_ns=int(attention_kernels["dur_ns"].sum() or 0),
+        orphan_kernels=orphans.height,
+        orphan_ns=int(orphans["dur_ns"].sum() or 0),
+        requested=requested,
+        warnings=tuple(backend_warnings(requested, table)),
+    )
+
+
+def _finish(
+    scoped: pl.DataFrame,
+    events: pl.DataFrame,
+    in_scope_ops: pl.DataFrame,
+    ops: pl.DataFrame,
+    trace: Trace,
+    *,
+    has_gpu: bool,
+) -> pl.DataFrame:
+    """One row per call with every per-call column."""
+    table = (
+        scoped.join(ac.gpu_metrics(events), on="call_id", how="left")
+        .join(ac.cpu_metrics(trace, scoped), on="call_id", how="left")
+        .join(ac.op_metrics(in_scope_ops), on="call_id", how="left")
+        .join(ac.input_metrics(ops, scoped), on="call_id", how="left")
+        .join(ac.phases(trace, scoped), on="call_id", how="left")
+    )
+    counts = [
+        c
+        for c in table.columns
+        if c.endswith(("_events", "_kernels", "_ops", "_copies"))
+        or c.startswith("stage_")
+        or c in ("kernels", "memcpys", "memsets", "launches", "gemm_simt", "cpu_ops")
+    ]
+    gpu_times = ["gpu_ns", "mask_ns", "copy_ns", "gemm_ns", "gemm_simt_ns", "range_gpu_ns"]
+    table = table.with_columns(
+        *(pl.col(c).fill_null(0).cast(I64) for c in counts),
+        *(pl.col(c).fill_null(0) if has_gpu else pl.lit(None, I64).alias(c) for c in gpu_times),
+        pl.col("runtime_ns").fill_null(0),
+        pl.col("launch_api_ns").fill_null(0),
+        range_cpu_ns=pl.col("end_ns") - pl.col("ts_ns"),
+        cpu_ns=pl.col("scope_end_ns") - pl.col("scope_ts_ns"),
+        gpu_span_ns=pl.col("gpu_end_ns") - pl.col("gpu_start_ns"),
+    ).with_columns(backend=ac.backend_expr(), backend_source=ac.backend_source())
+    return _derived(table)
+
+
+def _derived(table: pl.DataFrame) -> pl.DataFrame:
+    """Softmax variant, tensor-core use of the GEMMs, and the phase (from ranges, else the shape)."""
+    return (
+        table.with_columns(
+            softmax=pl.coalesce(
+                "softmax_op", pl.when(pl.col("backend").is_in(FUSED_SOFTMAX)).then(pl.lit("fused"))
+            ),
+            gemm_tensor_cores=pl.when(pl.col("gemm_kernels") > 0).then(pl.col("gemm_simt") == 0),
+            phase_source=pl.when(pl.col("phase").is_not_null())
+            .then(pl.lit("range"))
+            .when(pl.col("q_len").is_not_null())
+            .then(pl.lit("shape")),
+            phase=pl.coalesce(
+                "phase",
+                pl.when(pl.col("q_len") == 1)
+                .then(pl.lit("decode"))
+                .when(pl.col("q_len") > 1)
+                .then(pl.lit("prefill")),
+            ),
+        )
+        .drop("softmax_op")
+        .sort("call_id")
+    )
+
+
+def _attention_kernels(trace: Trace) -> pl.DataFrame:
+    kernels = trace.kernels.select("eid", "name", "dur_ns")
+    classes = classify_names(kernels["name"]).filter(pl.col("kernel_class") == "attention").select("name")
+    return kernels.join(classes, on="name", how="semi")
+
+
+def capture_request(trace: Trace) -> dict[str, Any]:
+    """What the capture asked for (`tracekit_capture` metadata): implementation, SDPA backend."""
+    meta = trace.meta.extra.get("tracekit_capture") or {}
+    if not isinstance(meta, dict):
+        return {}
+    requested = meta.get("attn_implementation_requested") or meta.get("attn_implementation")
+    pinned = meta.get("sdpa_backend")
+    expected = SDPA_PINNED.get(str(pinned)) if pinned else EXPECTED_BACKENDS.get(str(requested))
+    return {
+        "variant": meta.get("variant"),
+        "requested": requested,
+        "actual": meta.get("attn_implementation"),
+        "sdpa_backend": pinned,
+        "expected_backends": list(expected) if expected else None,
+        "dtype": meta.get("dtype"),
+        "device": meta.get("device"),
+        "model": (meta.get("model") or {}).get("id")
+        if isinstance(meta.get("model"), dict)
+        else meta.get("model"),
+    }
+
+
+def backend_warnings(requested: dict[str, Any], calls: pl.DataFrame) -> list[str]:
+    """Where what ran differs from what the capture asked for."""
+    out = []
+    asked, actual = requested.get("requested"), requested.get("actual")
+    if asked and actual and asked != actual:
+        out.append(f"the capture asked for attn_implementation={asked!r}, the model ran with {actual!r}")
+    expected = requested.get("expected_backends")
+    seen = sorted(set(calls["backend"].to_list()) - {"unknown"}) if calls.height else []
+    unexpected = [b for b in seen if expected and b not in expected]
+    if unexpected:
+        what = f"sdpa_kernel({requested['sdpa_backend']})" if requested.get("sdpa_backend") else repr(asked)
+        out.append(
+            f"asked for {what}; the trace shows {', '.join(unexpected)} "
+            f"(expected {', '.join(expected or [])})"
+        )
+    return out
+
+
+def _med(col: str) -> pl.Expr:
+    return pl.col(col).median().alias(f"{col}_median")
+
+
+def _by_layer(calls: pl.DataFrame) -> pl.DataFrame:
+    rows = calls.filter(pl.col("layer").is_not_null())
+    return (
+        rows.group_by("layer")
+        .agg(
+            *(_med(c) for c in ("gpu_events", "gpu_ns", "cpu_ns")),
+            calls=pl.len().cast(I64),
+            backend=pl.col("backend").mode().sort().first(),
+            gpu_ns_total=pl.col("gpu_ns").sum(),
+        )
+        .sort("layer")
+    )
+
+
+def _by_phase(calls: pl.DataFrame) -> pl.DataFrame:
+    return (
+        calls.with_columns(pl.col("phase").fill_null("unknown"))
+        .group_by("phase")
+        .agg(
+            *(_med(c) for c in ("gpu_events", "gpu_ns", "cpu_ns", "launch_api_ns")),
+            calls=pl.len().cast(I64),
+            steps=pl.col("decode_step").drop_nulls().n_unique().cast(I64),
+            gpu_ns_total=pl.col("gpu_ns").sum(),
+            cpu_ns_total=pl.col("cpu_ns").sum(),
+            cpu_above_gpu=(pl.col("cpu_ns") > pl.col("gpu_ns")).sum().cast(I64),
+        )
+        .sort("phase")
+    )
+
+
+def _by_backend(calls: pl.DataFrame) -> pl.DataFrame:
+    return (
+        calls.group_by("backend")
+        .agg(
+            *(_med(c) for c in ("gpu_events", "gpu_ns", "cpu_ns")),
+            calls=pl.len().cast(I64),
+            gpu_ns_total=pl.col("gpu_ns").sum(),
+        )
+        .sort(["calls", "backend"], descending=[True, False])
+    )
+
+
+def _stats(calls: pl.DataFrame) -> pl.DataFrame:
+    schema = {
+        "metric": STR,
+        "count": I64,
+        "mean": F64,
+        "median": F64,
+        "p10": F64,
+        "p90": F64,
+        "min": F64,
+        "max": F64,
+    }
+    parts = []
+    for metric in STAT_METRICS:
+        c = pl.col(metric).drop_nulls().cast(F64)
+        parts.append(
+            calls.select(
+                metric=pl.lit(metric),
+                count=c.len().cast(I64),
+                mean=c.mean(),
+                median=c.median(),
+                p10=c.quantile(0.1, "linear"),
+                p90=c.quantile(0.9, "linear"),
+                min=c.min(),
+                max=c.max(),
+            )
+        )
+    return pl.concat(parts).cast(schema) if parts else pl.DataFrame(schema=schema)
+
+
+def critical_path_share(result: AttentionResult, path: Any) -> dict[str, Any]:
+    """How much of a critical path (`critical_path.critical_path(trace)`) is attention.
+
+    Counted: GPU segments of the attention scopes' GPU work (by eid), and host segments
+    that start inside a call's scope on the call's thread. `share` is of the path's window.
+    """
+    segs = path.segments
+    in_scope = result.events.filter(pl.col("in_scope")).select("eid")
+    gpu = segs.filter(pl.col("lane").str.starts_with("gpu:")).join(in_scope, on="eid", how="semi")
+    host = segs.filter(pl.col("lane").str.starts_with("cpu:")).with_columns(
+        pid=pl.col("lane").str.extract(r"^cpu:([^:]*):", 1),
+        tid=pl.col("lane").str.extract(r"^cpu:[^:]*:(.*)$", 1),
+    )
+    host = assign(host, result.calls, at="start_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
+    gpu_ns = int(gpu["dur_ns"].sum() or 0)
+    host_ns = int(host.filter(pl.col("call_id").is_not_null())["dur_ns"].sum() or 0)
+    window = int(path.window_ns)
+    return {
+        "window_ns": window,
+        "attention_ns": gpu_ns + host_ns,
+        "gpu_ns": gpu_ns,
+        "host_ns": host_ns,
+        "share": (gpu_ns + host_ns) / window if window else None,
+    }

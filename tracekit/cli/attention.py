@@ -1,0 +1,114 @@
+"""`tracekit attention TRACE...|index.json`: attention calls, backends, and variants compared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracekit.analysis.attention import analyze_attention
+from tracekit.analysis.attention_compare import (
+    HEADERS,
+    compare_attention,
+    skipped_row,
+    variant_label,
+    with_skipped,
+)
+from tracekit.analysis.attention_findings import attention_findings
+from tracekit.analysis.attention_report import attention_section
+from tracekit.cli.common import emit_json, json_opt, load_trace, table
+from tracekit.errors import UsageError
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@json_opt
+def attention(paths: tuple[str, ...], as_json: bool) -> None:
+    """Attention per call: backend, kernels, GPU/CPU time, findings.
+
+    One trace: the attention summary and its findings. Several traces, or a capture
+    sweep's index.json (paths in it are relative to the index), the article's comparison
+    table: per variant the backend, median kernels, GPU and CPU time per forward, the
+    speed-up against the first, and notes.
+    """
+    entries = _entries(paths)
+    if _single(paths, entries):
+        _one(entries[0]["path"], as_json)
+        return
+    loaded, skipped = [], []
+    for entry in entries:
+        if not entry["path"]:
+            skipped.append(skipped_row(entry.get("variant") or "?", entry.get("note")))
+            continue
+        trace = load_trace(entry["path"])
+        loaded.append((variant_label(trace, entry["path"], entry), analyze_attention(trace), entry["path"]))
+    comparison = with_skipped(
+        compare_attention([(lbl, r) for lbl, r, _ in loaded], paths=[p for *_, p in loaded]), skipped
+    )
+    if as_json:
+        emit_json({**comparison.to_dict(), "findings": {lbl: attention_findings(r) for lbl, r, _ in loaded}})
+        return
+    click.echo(table(HEADERS, comparison.table_rows(), right=(2, 3, 4, 5, 6)))
+    click.echo(
+        f"\nmedians per attention call; speed-up on {comparison.basis.upper()} time against "
+        f"{comparison.baseline}; kernels count memcpys and memsets as the article does"
+    )
+
+
+def _single(paths: tuple[str, ...], entries: list[dict[str, Any]]) -> bool:
+    return (
+        len(paths) == 1 and len(entries) == 1 and entries[0]["path"] is not None and not _is_index(paths[0])
+    )
+
+
+def _one(path: str, as_json: bool) -> None:
+    result = analyze_attention(load_trace(path))
+    findings = attention_findings(result)
+    if as_json:
+        emit_json({"file": path, **result.to_dict(), "findings": findings})
+        return
+    section = attention_section(result, findings)
+    lines = [section["title"], "", *section["paragraphs"]]
+    for t in section["tables"]:
+        lines += ["", t["title"], table(t["headers"], t["rows"], right=range(1, len(t["headers"])))]
+    if findings:
+        lines += ["", "Findings"]
+        lines += [
+            f"  [{f['severity']}] {f['title']} (time lost {f['time_lost']})\n      {f['advice']}"
+            for f in section["findings"]
+        ]
+    click.echo("\n".join(lines))
+
+
+def _is_index(path: str) -> bool:
+    """A capture sweep index: a `.json` file holding a list of {variant, path, ...} entries."""
+    if not path.endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"[") and b'"variant"' in head and b'"ph"' not in head
+
+
+def _entries(paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Trace entries: each path, or the entries of a sweep index (paths made absolute)."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        if not _is_index(path):
+            out.append({"path": path, "variant": None})
+            continue
+        try:
+            items = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read the index {path}: {exc}") from exc
+        if not isinstance(items, list):
+            raise UsageError(f"{path} is not a capture index (a list of {{variant, path}})")
+        base = Path(path).parent
+        for item in items:
+            rel = item.get("path") if isinstance(item, dict) else None
+            out.append({**(item if isinstance(item, dict) else {}), "path": str(base / rel) if rel else None})
+    return out
