@@ -50,13 +50,13 @@ def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int =
         lines.append("|" + "|".join("---" for _ in report.cards) + "|")
         lines.append("| " + " | ".join(md(c.value) + (f" ({md(c.detail)})" if c.detail else "") for c in report.cards) + " |")
         lines.append("")
-    lines += ["#### Findings", ""]
+    lines += [f"#### {md(report.extra.get('findings_title', 'Findings'))}", ""]
     for i, f in enumerate(report.findings[:findings], 1):
         lines.append(f"{i}. **{md(f.title)}** ({f.severity}, {md(f.time_lost)}, {md(f.share)})")
         lines += [f"   - `{code(e)}`" for e in f.evidence[:3]]
         lines.append(f"   - {md(f.advice)}")
     if not report.findings:
-        lines.append("No findings above their thresholds.")
+        lines.append(md(report.extra.get("findings_empty", "No findings above their thresholds.")))
     lines.append("")
     wanted = [t for s in report.sections for t in s.tables if not tables or t.id in tables]
     for t in wanted:

@@ -1,0 +1,75 @@
+"""`tracekit diff BEFORE AFTER`: what changed between two traces, for a code review (or CI)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from tracekit import format as fmt
+from tracekit.analyse import analyse
+from tracekit.cli.common import load_trace, write_output
+from tracekit.diff import diff as diff_traces
+from tracekit.diff.core import check_metric
+from tracekit.diff.report import build_diff_report, render_diff
+from tracekit.errors import UsageError
+
+FORMATS = ("html", "md", "json")
+trace_path = click.Path(exists=True, dir_okay=False, path_type=str)
+
+
+def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        check_metric(value)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+@click.command()
+@click.argument("before", type=trace_path)
+@click.argument("after", type=trace_path)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
+              help="Where to write the diff (default: stdout for md/json, diff.html for html).")
+@click.option("--format", "kind", type=click.Choice(FORMATS), default=None,
+              help="html (default, or from the -o suffix), md (GitHub Markdown for a PR comment) or json.")
+@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+              help="Exit with code 1 when AFTER is slower than BEFORE by more than PCT percent on the metric.")
+@click.option("--metric", default="step", show_default=True, callback=_metric, metavar="step|gpu-busy|window:NAME",
+              help="The figure --fail-if-slower and the verdict use: median step time, median GPU busy time per "
+                   "step, or the median time of the annotation NAME (record_function range).")
+@click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the delta tables.")
+@click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
+def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None, metric: str,
+         top: int, no_redact: bool) -> None:
+    """Compare AFTER with BEFORE step by step: step time, GPU busy and idle by cause, kernels,
+    ops, launches, syncs and copies, each with its step-to-step noise.
+
+    Exit codes: 0, or 1 with --fail-if-slower when AFTER regressed by more than PCT; 2 on bad
+    input (unreadable trace, bad arguments).
+    """
+    kind = kind or _format_from(output)
+    first = analyse(load_trace(before))
+    second = first if os.path.realpath(after) == os.path.realpath(before) else analyse(load_trace(after))
+    result = diff_traces(first, second, metric=metric)
+    text = render_diff(build_diff_report(result, top=top, redact_metadata=not no_redact), kind)
+    if output is None and kind != "html":
+        sys.stdout.write(text)
+    else:
+        path = output or "diff.html"
+        write_output(path, text)
+        click.echo(f"wrote {path}", err=True)
+    h = result.headline
+    if fail_pct is not None and result.regressed(fail_pct):
+        click.echo(f"tracekit: after is slower on {h.label}: {fmt.ns(h.before_ns)} → {fmt.ns(h.after_ns)} "
+                   f"({fmt.pct(h.delta_pct)}), more than the {fail_pct:g} % allowed", err=True)
+        raise click.exceptions.Exit(1)
+
+
+def _format_from(output: str | None) -> str:
+    if output and output.endswith(".md"):
+        return "md"
+    if output and output.endswith(".json"):
+        return "json"
+    return "html"
