@@ -82,8 +82,8 @@ def _workload(trace: Trace) -> str:
 
 def _verdict(a: Analysis) -> str:
     cp = a.critical_path
-    if cp is not None and getattr(cp, "verdict", None):
-        return str(cp.verdict)
+    if cp is not None and getattr(cp, "sentence", None):
+        return str(cp.sentence)
     tl = a.timeline
     if tl.utilisation is None:
         return "No GPU activity in this trace: only CPU-side figures are available."
@@ -115,7 +115,9 @@ def _cards(a: Analysis) -> list[Card]:
              Card("GPU idle", fmt.ns(g.idle_ns), _top_cause(g.by_cause), "neutral")]
     top = _findings(a)[:1]
     if top:
-        cards.append(Card("Top bottleneck", top[0].title, f"{top[0].time_lost} ({top[0].share})", "bad" if top[0].severity == "high" else "warn"))
+        title = top[0].title if len(top[0].title) <= 90 else top[0].title[:89] + "…"
+        cards.append(Card("Top bottleneck", top[0].time_lost, f"{title} ({top[0].share})",
+                          "bad" if top[0].severity == "high" else "warn"))
     recoverable = extras.recoverable_ns(a)
     if recoverable is not None:
         cards.append(Card("Time recoverable", fmt.ns(recoverable), "upper bound from the what-if estimates", "neutral"))

@@ -25,7 +25,8 @@ def evidence_text(e: Any) -> str:
     if hasattr(e, "rel_us") and hasattr(e, "name"):
         dur = f", {fmt.ns(e.dur_ns)}" if getattr(e, "dur_ns", None) is not None else ""
         note = f" — {e.note}" if getattr(e, "note", "") else ""
-        return f"{e.name} on {e.lane} at {e.rel_us:,.1f} µs (ts {e.ts_ns / 1000:.3f} µs){dur}{note}"
+        name = e.name if len(e.name) <= 100 else e.name[:99] + "…"
+        return f"{name} on {e.lane} at {e.rel_us:,.1f} µs (ts {e.ts_ns / 1000:.3f} µs){dur}{note}"
     if isinstance(e, dict):
         return ", ".join(f"{k}={v}" for k, v in e.items() if v is not None)
     return str(e)
