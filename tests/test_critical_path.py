@@ -1,0 +1,197 @@
+"""Critical path: golden traces with the path known by construction, then real traces."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from builders import TraceBuilder
+from conftest import all_real_traces, real_trace
+from test_graph import (
+    critical_path_cached,
+    cross_stream,
+    gpu_bound,
+    graph_replay,
+    launch_bound,
+    load_cached,
+    sync_stalled,
+)
+
+from tracekit import Trace, UsageError
+from tracekit.analysis.critical_path import critical_path, resolve_window
+
+
+def _ns(cp, cls: str) -> int:
+    return int(cp.by_class.filter(pl.col("cls") == cls)["ns"][0])
+
+
+def _assert_tiles(cp) -> None:
+    """Segments are contiguous and cover the window exactly."""
+    s = cp.segments
+    assert s["start_ns"][0] == cp.start_ns and s["end_ns"][-1] == cp.end_ns
+    assert (s["start_ns"].slice(1) == s["end_ns"].slice(0, s.height - 1)).all()
+    assert int(s["dur_ns"].sum()) == cp.window_ns == int(cp.by_class["ns"].sum())
+
+
+def test_launch_bound(tmp_path):
+    cp = critical_path(launch_bound().load(tmp_path))
+    _assert_tiles(cp)
+    assert cp.window_ns == 255_000
+    assert _ns(cp, "launch_overhead") == 200_000  # 10 x (15 µs op self + 5 µs launch call)
+    assert _ns(cp, "python_overhead") == 55_000  # 11 x 5 µs between and around the ops
+    assert cp.verdict == "launch-bound" and cp.verdict_share == 1.0
+    assert set(cp.segments["lane"]) == {"cpu:1000:1000"}
+    assert "`nn.Module: LlamaAttention_0`" in cp.sentence and cp.sentence.startswith("this window is 100 % launch-bound")
+
+
+def test_gpu_bound_without_sync_records(tmp_path):
+    """No cuda_sync records: the sync edge is inferred and the path is GPU-bound (HTA: 100 % CPU)."""
+    cp = critical_path(gpu_bound().load(tmp_path))
+    _assert_tiles(cp)
+    rows = cp.segments.select("start_ns", "end_ns", "cls", "edge").rows()
+    assert rows[0] == (0, 1_000, "python_overhead", "cpu")
+    assert rows[1] == (1_000, 3_000, "launch_overhead", "cpu")  # aten::mm until its launch call
+    assert rows[2] == (3_000, 10_000, "launch_overhead", "launch")
+    assert rows[-2] == (1_010_000, 1_015_000, "sync_wait", "sync")
+    assert rows[-1] == (1_015_000, 1_020_000, "python_overhead", "cpu")
+    assert _ns(cp, "gpu_compute") == 1_000_000
+    assert cp.verdict == "gpu-bound" and cp.verdict_share == pytest.approx(1_000_000 / 1_020_000)
+    assert cp.sentence.startswith("GPU-bound: 98 % of the critical path is GPU work") and "gemm kernels" in cp.sentence
+    assert cp.inferred_edges == 1
+
+
+def test_gpu_bound_with_sync_record_same_path(tmp_path):
+    a = critical_path(gpu_bound().load(tmp_path, "a.json.gz"))
+    b = critical_path(gpu_bound(record=True).load(tmp_path, "b.json.gz"))
+    assert a.shares == b.shares and b.inferred_edges == 0
+
+
+def test_sync_stalled(tmp_path):
+    trace = sync_stalled().load(tmp_path)
+    cp = critical_path(trace)
+    _assert_tiles(cp)
+    assert {c: _ns(cp, c) for c in ("sync_wait", "python_overhead", "launch_overhead", "gpu_compute",
+                                    "gpu_memory", "idle")} == {
+        "sync_wait": 300_000, "python_overhead": 90_000, "launch_overhead": 51_000, "gpu_compute": 150_000,
+        "gpu_memory": 6_000, "idle": 3_000}
+    assert cp.verdict == "sync-bound" and cp.verdict_share == 0.5
+    assert "`cudaDeviceSynchronize`" in cp.sentence and "aten::item" in cp.sentence
+    step = critical_path(trace, window="ProfilerStep#2")
+    _assert_tiles(step)
+    assert (step.start_ns, step.end_ns, step.window) == (200_000, 400_000, "ProfilerStep#2")
+    assert _ns(step, "sync_wait") == 100_000 and step.verdict == "sync-bound"
+    assert critical_path(trace, window="ProfilerStep", index=-1).start_ns == 400_000
+    assert critical_path(trace, window="ProfilerStep").window == "ProfilerStep (3 instances)"
+
+
+def test_cross_stream_wait(tmp_path):
+    for record in (True, False):
+        cp = critical_path(cross_stream(record=record).load(tmp_path, f"{record}.json.gz"))
+        _assert_tiles(cp)
+        edges = cp.segments.filter(pl.col("edge") != "cpu").select("start_ns", "end_ns", "edge", "lane").rows()
+        assert edges == [(2_000, 20_000, "launch", "gpu:0:7"), (20_000, 220_000, "gpu", "gpu:0:7"),
+                         (220_000, 220_500, "cross_stream", "gpu:0:20"), (220_500, 320_500, "gpu", "gpu:0:20"),
+                         (320_500, 325_000, "sync", "cpu:1000:1000")]
+        assert _ns(cp, "gpu_compute") == 300_000 and cp.verdict == "gpu-bound"
+        assert bool(cp.segments.filter(pl.col("edge") == "cross_stream")["inferred"][0]) is not record
+
+
+def test_graph_replay(tmp_path):
+    cp = critical_path(graph_replay().load(tmp_path))
+    _assert_tiles(cp)
+    gpu = cp.segments.filter(pl.col("edge") == "gpu")
+    assert gpu.height == 3 and int(gpu["dur_ns"].sum()) == 150_000
+    assert set(gpu["context"]) == {"CUDAGraph::replay"}
+    assert _ns(cp, "launch_overhead") == 9_000 and _ns(cp, "sync_wait") == 2_000
+    assert cp.verdict == "gpu-bound" and cp.verdict_share == pytest.approx(150 / 170)
+
+
+def test_cpu_only_and_empty(tmp_path):
+    b = TraceBuilder()
+    b.op("aten::add", 0, 10_000)
+    cp = critical_path(b.load(tmp_path))
+    assert cp.verdict == "no-gpu" and "no GPU work" in cp.sentence
+    cp = critical_path(Trace.empty())
+    assert cp.verdict == "empty" and cp.segments.height == 0
+
+
+def test_window_errors(tmp_path):
+    trace = sync_stalled().load(tmp_path)
+    with pytest.raises(UsageError, match="no annotation"):
+        resolve_window(trace, "nope")
+    with pytest.raises(UsageError, match="out of range"):
+        resolve_window(trace, "ProfilerStep", index=3)
+    assert resolve_window(trace, "all") == ("whole trace", None, None)
+
+
+def test_to_dict(tmp_path):
+    d = critical_path(gpu_bound().load(tmp_path)).to_dict()
+    assert d["verdict"] == "gpu-bound" and d["segment_count"] == len(d["segments"])
+    assert set(d["shares"]) >= {"gpu_compute", "sync_wait", "idle"}
+
+
+# -- real traces ------------------------------------------------------------------------------
+
+@pytest.mark.real
+def test_real_v100_resnet_is_gpu_bound():
+    cp = critical_path_cached(real_trace("v100_resnet_ns_timestamps.json.gz"))
+    assert cp.verdict == "gpu-bound" and cp.verdict_share > 0.9
+    assert cp.inferred_edges > 0  # blocked launches on a full queue
+
+
+@pytest.mark.real
+def test_real_alexnet_with_sync_records():
+    cp = critical_path_cached(real_trace("a100_alexnet_cuda_sync.json.gz"))
+    # the capture is dominated by CUDA initialisation (30 s in cudaDeviceGetStreamPriorityRange)
+    assert cp.verdict == "cpu-bound" and cp.verdict_share < 0.9
+    assert cp.edge_counts["sync"] > 0 and cp.graph.sync_records > 0  # record-backed sync edges
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["h100_qwen15_05b_hf_inference.json.gz", "a100_ddp_cnn_nccl_rank0.json.gz",
+                                  "mi250_toy_train_rocm62.json.gz", "dlrm_8rank_v100/worker0.json.gz"])
+def test_real_no_sync_records_not_cpu_bound(name):
+    trace = load_cached(real_trace(name))
+    assert trace.gpu.filter(pl.col("cat") == "cuda_sync").is_empty()
+    cp = critical_path_cached(real_trace(name))
+    _assert_tiles(cp)
+    assert cp.verdict != "cpu-bound" and cp.shares["cpu_compute"] < 0.5
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_real_no_trace_is_all_cpu_bound(path):
+    cp = critical_path_cached(path)
+    _assert_tiles(cp)
+    assert not (cp.verdict == "cpu-bound" and cp.verdict_share > 0.99)
+
+
+# -- what-if ------------------------------------------------------------------------------------
+
+def test_whatif_exact(tmp_path):
+    from tracekit.analysis import whatif
+
+    cp = critical_path(launch_bound().load(tmp_path, "a.json.gz"))
+    w = whatif.no_launch_overhead(cp.graph)
+    assert whatif.path_weight(cp.graph) == cp.weight_ns == 255_000
+    assert (w.saved_ns, w.estimate_ns) == (235_000, 20_000)  # only the ten 2 µs kernels remain
+    cp = critical_path(gpu_bound().load(tmp_path, "b.json.gz"))
+    w = whatif.faster(cp.graph, kernel_class="gemm", factor=2)
+    assert w.saved_ns == 500_000 and w.scenario == "faster:gemm"  # Amdahl: 1 ms of GEMMs on the path
+    assert whatif.faster(cp.graph, kernel_class="attention", factor=10).saved_ns == 0
+    with pytest.raises(UsageError):
+        whatif.faster(cp.graph, kernel_class="gemm", factor=0)
+
+
+def test_whatif_remove_syncs(tmp_path):
+    from tracekit.analysis import whatif
+
+    cp = critical_path(sync_stalled().load(tmp_path))
+    every = whatif.no_syncs(cp.graph)
+    # without syncs each step's host work (63 µs) overlaps its GPU work: the path is two steps of
+    # host work, step 3's host work up to its launch (15 µs), then its kernel and copy (52 µs)
+    assert (every.weight_ns, every.scenario_weight_ns) == (567_000, 2 * 63_000 + 15_000 + 52_000)
+    assert every.saved_ns == 374_000 and every.estimate_ns == 600_000 - 374_000
+    one = whatif.no_syncs(cp.graph, call_eids=cp.graph.syncs["eid"].head(1))
+    assert 0 < one.saved_ns < every.saved_ns and "1 sync call(s)" in one.description
+    names = [w.scenario for w in whatif.standard(cp.graph)]
+    assert names == ["no_launch_overhead", "no_syncs", "faster:gemm"]

@@ -1,0 +1,386 @@
+"""Findings engine: for every rule a golden trace where it must fire and a near miss where it
+must not; the registry and configuration; the CLI; every shared trace."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from builders import A100, TraceBuilder
+from conftest import all_real_traces
+from test_graph import ADD, GEMM, gpu_bound, launch_bound, sync_stalled
+
+from tracekit import UsageError
+from tracekit.cli.main import main
+from tracekit.findings import RULES, Config, Hit, rule, run_findings
+
+SGEMM = "volta_sgemm_128x64_nn"
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+FLASH = "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 64, 4> >(Params)"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false>(T1*)"
+PASCAL = {**A100, "name": "Tesla P100", "computeMajor": 6, "numSms": 56}
+
+Build = Callable[[TraceBuilder], None]
+
+
+def clean(b: TraceBuilder, *, steps: int = 3) -> None:
+    """A healthy trace: 1 ms steps, six 150 µs tensor-core GEMMs (full grids) per step, a pinned
+    async HtoD copy, no syncs, one stream."""
+    for s in range(steps):
+        t = s * 1_000_000
+        b.annotation(f"ProfilerStep#{s + 1}", t, 1_000_000)
+        b.launch_copy("HtoD (Pinned -> Device)", launch_ns=t + 1_000, launch_dur_ns=2_000, start_ns=t + 20_000,
+                      dur_ns=10_000, nbytes=1 << 20)
+        for i in range(6):
+            ext = b.op("aten::mm", t + 10_000 + i * 5_000, 4_000)
+            b.launch_kernel(GEMM, launch_ns=t + 11_000 + i * 5_000, launch_dur_ns=2_000,
+                            start_ns=t + 50_000 + i * 150_000, dur_ns=150_000, ext=ext)
+
+
+def steps_busy(busy_ns: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        for s in range(3):
+            t = s * 1_000_000
+            b.annotation(f"ProfilerStep#{s + 1}", t, 1_000_000)
+            b.launch_kernel(GEMM, launch_ns=t + 1_000, launch_dur_ns=2_000, start_ns=t + 10_000, dur_ns=busy_ns)
+    return build
+
+
+def gap(gap_ns: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        b.launch_kernel(GEMM, launch_ns=0, launch_dur_ns=2_000, start_ns=10_000, dur_ns=100_000)
+        b.launch_kernel(GEMM, launch_ns=5_000, launch_dur_ns=2_000, start_ns=110_000 + gap_ns, dur_ns=100_000)
+    return build
+
+
+def two_streams(offset_ns: int) -> Build:
+    """Three 200 µs kernels on stream 7 and three on stream 20, `offset_ns` after each other."""
+    def build(b: TraceBuilder) -> None:
+        for i in range(3):
+            t = 10_000 + i * 400_000
+            b.launch_kernel(GEMM, launch_ns=i * 10_000, launch_dur_ns=2_000, start_ns=t, dur_ns=200_000)
+            b.launch_kernel(GEMM, launch_ns=i * 10_000 + 5_000, launch_dur_ns=2_000, start_ns=t + offset_ns,
+                            dur_ns=200_000, stream=20)
+    return build
+
+
+def grids(blocks: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        for i in range(5):
+            b.launch_kernel(ADD, launch_ns=i * 5_000, launch_dur_ns=2_000, start_ns=10_000 + i * 50_000,
+                            dur_ns=50_000, grid=(blocks, 1, 1))
+    return build
+
+
+def durations(*extra_ns: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        t = 10_000
+        for i, d in enumerate([10_000] * 20 + list(extra_ns)):
+            b.launch_kernel(ADD, launch_ns=i * 1_000, launch_dur_ns=500, start_ns=t, dur_ns=d)
+            t += d + 1_000
+    return build
+
+
+def sgemm(b: TraceBuilder) -> None:
+    for i in range(4):
+        b.launch_kernel(SGEMM, launch_ns=i * 5_000, launch_dur_ns=2_000, start_ns=10_000 + i * 100_000, dur_ns=100_000)
+
+
+def first_step(first_ns: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        t = 0
+        for s, d in enumerate([first_ns, 1_000_000, 1_000_000, 1_000_000]):
+            b.annotation(f"ProfilerStep#{s + 1}", t, d)
+            b.launch_kernel(GEMM, launch_ns=t + 1_000, launch_dur_ns=2_000, start_ns=t + 10_000, dur_ns=d - 20_000)
+            t += d
+    return build
+
+
+def overhead(dur_ns: int) -> Build:
+    def build(b: TraceBuilder) -> None:
+        b.launch_kernel(GEMM, launch_ns=0, launch_dur_ns=2_000, start_ns=10_000, dur_ns=990_000)
+        b.op("Activity Buffer Request", 500_000, dur_ns, cat="overhead", tid=7)
+    return build
+
+
+def memcpy(kind: str, api: str) -> Build:
+    def build(b: TraceBuilder) -> None:
+        ext = b.op("aten::copy_", 0, 60_000)
+        b.launch_copy(kind, launch_ns=1_000, launch_dur_ns=50_000, start_ns=10_000, dur_ns=40_000, nbytes=1 << 24,
+                      ext=ext, api=api)
+    return build
+
+
+def masked_fill(inplace: bool) -> Build:
+    def build(b: TraceBuilder) -> None:
+        if inplace:
+            ext = b.op("aten::masked_fill_", 0, 20_000)
+            b.launch_kernel(ADD, launch_ns=2_000, launch_dur_ns=3_000, start_ns=10_000, dur_ns=5_000, ext=ext)
+            return
+        b.op("aten::masked_fill", 0, 30_000)
+        b.op("aten::clone", 1_000, 19_000)
+        ext = b.op("aten::copy_", 2_000, 15_000)
+        b.launch_copy("DtoD (Device -> Device)", launch_ns=3_000, launch_dur_ns=4_000, start_ns=10_000,
+                      dur_ns=6_000, nbytes=1 << 20, ext=ext)
+        ext = b.op("aten::masked_fill_", 21_000, 8_000)
+        b.launch_kernel(ADD, launch_ns=22_000, launch_dur_ns=3_000, start_ns=26_000, dur_ns=5_000, ext=ext)
+    return build
+
+
+def eager(second_matmul: bool) -> Build:
+    def build(b: TraceBuilder) -> None:
+        names = ["aten::matmul", "aten::softmax", "aten::matmul" if second_matmul else "aten::add"]
+        for i, name in enumerate(names):
+            t = i * 20_000
+            ext = b.op(name, t, 15_000)
+            kernel = GEMM if name == "aten::matmul" else SOFTMAX if name == "aten::softmax" else ADD
+            b.launch_kernel(kernel, launch_ns=t + 2_000, launch_dur_ns=3_000, start_ns=t + 8_000, dur_ns=10_000, ext=ext)
+    return build
+
+
+def sdpa(backend: str) -> Build:
+    def build(b: TraceBuilder) -> None:
+        for c in range(2):
+            t = c * 100_000
+            b.op("aten::scaled_dot_product_attention", t, 90_000)
+            b.op(backend, t + 1_000, 88_000)
+            if backend.endswith("_math"):
+                for i, name in enumerate(["aten::matmul", "aten::_safe_softmax", "aten::matmul"]):
+                    ext = b.op(name, t + 2_000 + i * 25_000, 20_000)
+                    b.launch_kernel(SGEMM if "matmul" in name else SOFTMAX, launch_ns=t + 3_000 + i * 25_000,
+                                    launch_dur_ns=3_000, start_ns=t + 10_000 + i * 25_000, dur_ns=15_000, ext=ext)
+            else:
+                ext = b.op("aten::_flash_attention_forward", t + 2_000, 80_000)
+                b.launch_kernel(FLASH, launch_ns=t + 3_000, launch_dur_ns=3_000, start_ns=t + 10_000, dur_ns=50_000,
+                                ext=ext)
+    return build
+
+
+def masks(inside: bool) -> Build:
+    def build(b: TraceBuilder) -> None:
+        if not inside:
+            b.op("aten::ones", 0, 5_000)
+            b.op("aten::tril", 6_000, 3_000)
+        for c in range(2):
+            t = 10_000 + c * 100_000
+            b.op("nn.Module: LlamaAttention_0", t, 90_000, cat="python_function")
+            if inside:
+                b.op("aten::ones", t + 1_000, 5_000)
+                b.op("aten::tril", t + 7_000, 3_000)
+            ext = b.op("aten::scaled_dot_product_attention", t + 20_000, 60_000)
+            b.launch_kernel(FLASH, launch_ns=t + 21_000, launch_dur_ns=3_000, start_ns=t + 30_000, dur_ns=40_000, ext=ext)
+    return build
+
+
+def comm(overlap: bool) -> Build:
+    def build(b: TraceBuilder) -> None:
+        b.launch_kernel(GEMM, launch_ns=0, launch_dur_ns=2_000, start_ns=10_000, dur_ns=400_000)
+        start = 50_000 if overlap else 410_000
+        b.launch_kernel(NCCL, launch_ns=5_000, launch_dur_ns=2_000, start_ns=start, dur_ns=200_000, stream=20)
+    return build
+
+
+def with_device(device: dict, build: Build) -> Callable[[], TraceBuilder]:
+    def make() -> TraceBuilder:
+        b = TraceBuilder(devices=[device])
+        build(b)
+        return b
+    return make
+
+
+def plain(build: Build) -> Callable[[], TraceBuilder]:
+    return with_device(TraceBuilder().devices[0], build)
+
+
+def wrap(make: Callable[..., TraceBuilder], **kw) -> Callable[[], TraceBuilder]:
+    return lambda: make(**kw)
+
+
+# rule -> (trace where it fires, near miss where it must not)
+CASES: dict[str, tuple[Callable[[], TraceBuilder], Callable[[], TraceBuilder]]] = {
+    "low_gpu_utilisation": (plain(steps_busy(300_000)), plain(steps_busy(600_000))),
+    "gpu_gaps": (plain(gap(2_000_000)), plain(gap(500_000))),
+    "stream_serialisation": (plain(two_streams(200_000)), plain(two_streams(100_000))),
+    "tiny_grids": (plain(grids(8)), plain(grids(132))),
+    "kernel_outliers": (plain(durations(100_000, 90_000)), plain(durations(14_000))),
+    "fp32_gemm": (plain(sgemm), with_device(PASCAL, sgemm)),
+    "launch_bound": (wrap(launch_bound, n=30), wrap(launch_bound, n=10)),
+    "host_bound_path": (wrap(launch_bound, n=10), wrap(gpu_bound)),
+    "cold_first_step": (plain(first_step(2_000_000)), plain(first_step(1_400_000))),
+    "profiler_overhead": (plain(overhead(100_000)), plain(overhead(5_000))),
+    "sync_in_loop": (wrap(sync_stalled, steps=3), wrap(sync_stalled, steps=1)),
+    "sync_memcpy": (plain(memcpy("DtoH (Device -> Pinned)", "cudaMemcpy")),
+                    plain(memcpy("DtoH (Device -> Pinned)", "cudaMemcpyAsync"))),
+    "pageable_memcpy": (plain(memcpy("HtoD (Pageable -> Device)", "cudaMemcpyAsync")),
+                        plain(memcpy("HtoD (Pinned -> Device)", "cudaMemcpyAsync"))),
+    "hidden_copy": (plain(masked_fill(False)), plain(masked_fill(True))),
+    "eager_attention": (plain(eager(True)), plain(eager(False))),
+    "sdpa_math": (plain(sdpa("aten::_scaled_dot_product_attention_math")),
+                  plain(sdpa("aten::_scaled_dot_product_flash_attention"))),
+    "mask_rebuilt": (plain(masks(True)), plain(masks(False))),
+    "low_comm_overlap": (plain(comm(False)), plain(comm(True))),
+}
+OWN_RULES = sorted(CASES)
+
+
+def _run(make: Callable[[], TraceBuilder], tmp_path, rule_id: str, name: str):
+    return run_findings(make().load(tmp_path, f"{name}.json.gz"), rules=[rule_id])
+
+
+@pytest.mark.parametrize("rule_id", OWN_RULES)
+def test_rule_fires(rule_id, tmp_path):
+    result = _run(CASES[rule_id][0], tmp_path, rule_id, "pos")
+    assert not result.errors
+    assert [f.rule for f in result.findings] == [rule_id], result.clean
+    f = result.findings[0]
+    assert f.title and "\n" not in f.title and f.advice and f.time_lost_ns > 0 and 0 < f.share <= 1
+    assert f.evidence and all(e.name and e.lane is not None for e in f.evidence)
+    assert f.thresholds == {k: v for k, v in RULES[rule_id].defaults.items() if k != "enabled"}
+
+
+@pytest.mark.parametrize("rule_id", OWN_RULES)
+def test_rule_near_miss_is_clean(rule_id, tmp_path):
+    result = _run(CASES[rule_id][1], tmp_path, rule_id, "neg")
+    assert not result.errors and not result.findings
+    assert [c.rule for c in result.clean] == [rule_id] and "{" not in result.clean[0].text
+
+
+def test_clean_trace_has_no_findings(tmp_path):
+    b = TraceBuilder()
+    clean(b)
+    result = run_findings(b.load(tmp_path))
+    assert not result.errors
+    assert result.findings == (), [f.title for f in result.findings]
+    assert len(result.clean) == len(result.ran) >= 15
+
+
+def test_exact_time_lost(tmp_path):
+    """Time lost where it is known by construction."""
+    def lost(make, rule_id, name):
+        return _run(make, tmp_path, rule_id, name).findings[0].time_lost_ns
+
+    assert lost(plain(gap(2_000_000)), "gpu_gaps", "a") == 2_000_000
+    assert lost(plain(durations(100_000, 90_000)), "kernel_outliers", "b") == 90_000 + 80_000
+    assert lost(plain(first_step(2_000_000)), "cold_first_step", "c") == 1_000_000
+    assert lost(plain(overhead(100_000)), "profiler_overhead", "d") == 100_000
+    assert lost(plain(masked_fill(False)), "hidden_copy", "e") == 6_000
+    assert lost(plain(comm(False)), "low_comm_overlap", "f") == 200_000
+    assert lost(plain(sgemm), "fp32_gemm", "g") == 300_000  # 400 µs x (1 - 1/4)
+    assert lost(wrap(sync_stalled, steps=3), "sync_in_loop", "h") == 300_000  # 3 x 100 µs sync tail
+    assert lost(wrap(launch_bound, n=10), "host_bound_path", "i") == 235_000  # 255 µs of host work -> 20 µs GPU
+    assert lost(wrap(launch_bound, n=30), "launch_bound", "j") == 29 * 23_000
+
+
+def test_ranking_and_result_lists(tmp_path):
+    b = launch_bound(n=30)
+    result = run_findings(b.load(tmp_path))
+    lost = [f.time_lost_ns for f in result.findings]
+    assert lost == sorted(lost, reverse=True)
+    assert {f.rule for f in result.findings} >= {"launch_bound", "host_bound_path"}
+    assert set(result.ran) == {f.rule for f in result.findings} | {c.rule for c in result.clean}
+    d = result.to_dict()
+    assert json.loads(json.dumps(d))["findings"][0]["evidence"][0]["rel_us"] >= 0
+    assert result.at_least("high") and result.worst() == "high"
+
+
+def test_config_overrides(tmp_path):
+    trace = plain(gap(2_000_000))().load(tmp_path)
+    assert run_findings(trace, rules=["gpu_gaps"]).findings
+    assert not run_findings(trace, rules=["gpu_gaps"], config={"gpu_gaps.min_gap_ns": 3_000_000}).findings
+    assert not run_findings(trace, rules=["gpu_gaps"], config={"gpu_gaps": {"min_gap_ns": 3e6}}).findings
+    assert not run_findings(trace, rules=["gpu_gaps"], config=Config.from_strings(["gpu_gaps.min_gap_ns=3e6"])).findings
+    off = run_findings(trace, rules=["gpu_gaps"], config=Config.from_strings(["gpu_gaps.enabled=false"]))
+    assert off.skipped == ("gpu_gaps",) and not off.ran
+    assert Config({"gpu_gaps.min_gap_ns": "5000000"}).params("gpu_gaps").min_gap_ns == 5_000_000
+    for bad in (["nope.x=1"], ["gpu_gaps.nope=1"], ["gpu_gaps.min_gap_ns=abc"], ["gpu_gaps.min_gap_ns=1.5"], ["x=1"]):
+        with pytest.raises(UsageError):
+            Config.from_strings(bad)
+
+
+def test_registration_from_another_module(tmp_path):
+    @rule(id="test_dummy", severity="info", title="dummy", advice="none", nothing_found="nothing", limit_ns=5)
+    def dummy(ctx, p):
+        return Hit(title=f"dummy {p.limit_ns}", time_lost_ns=7)
+
+    try:
+        result = run_findings(plain(gap(0))().load(tmp_path), rules=["test_dummy"], config={"test_dummy.limit_ns": 9})
+        assert [(f.rule, f.title, f.severity, f.time_lost_ns) for f in result.findings] == [("test_dummy", "dummy 9", "info", 7)]
+        with pytest.raises(ValueError, match="already registered"):
+            rule(id="test_dummy", severity="info", title="", advice="", nothing_found="")(lambda c, p: None)
+    finally:
+        RULES.pop("test_dummy")
+
+
+def test_failing_rule_is_reported_not_raised(tmp_path):
+    @rule(id="test_broken", severity="low", title="broken", advice="", nothing_found="")
+    def broken(ctx, p):
+        raise RuntimeError("boom")
+
+    try:
+        result = run_findings(plain(gap(0))().load(tmp_path), rules=["test_broken", "gpu_gaps"])
+        assert result.errors == (("test_broken", "RuntimeError: boom"),) and "gpu_gaps" in result.ran
+    finally:
+        RULES.pop("test_broken")
+
+
+def test_superseded_rule_is_skipped(tmp_path):
+    @rule(id="test_specific", severity="low", title="", advice="", nothing_found="")
+    def specific(ctx, p):
+        return None
+
+    @rule(id="test_generic", severity="low", title="", advice="", nothing_found="", superseded_by="test_specific")
+    def generic(ctx, p):
+        return Hit(title="generic", time_lost_ns=1)
+
+    try:
+        trace = plain(gap(0))().load(tmp_path)
+        assert run_findings(trace, rules=["test_generic", "test_specific"]).skipped == ("test_generic",)
+        assert run_findings(trace, rules=["test_generic"]).findings
+        both = run_findings(trace, rules=["test_generic", "test_specific"], config={"test_specific.enabled": False})
+        assert [f.rule for f in both.findings] == ["test_generic"]
+    finally:
+        RULES.pop("test_specific"), RULES.pop("test_generic")
+
+
+def test_cli_findings(tmp_path, capsys):
+    path = launch_bound(n=30).write(tmp_path / "t.json.gz")
+    assert main(["findings", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "[high] launch_bound" in out and "nothing found:" in out and "advice:" in out
+    assert main(["findings", str(path), "--json", "--set", "launch_bound.min_kernels=100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "launch_bound" in {c["rule"] for c in data["clean"]}
+    assert main(["findings", str(path), "--fail-on", "high"]) == 1
+    capsys.readouterr()
+    ok = plain(gap(0))().write(tmp_path / "ok.json.gz")
+    assert main(["findings", str(ok), "--fail-on", "low"]) == 0
+    assert main(["findings", str(path), "--set", "nope.x=1"]) == 2
+    assert "unknown rule" in capsys.readouterr().err
+
+
+def test_cli_critical_path(tmp_path, capsys):
+    path = sync_stalled().write(tmp_path / "t.json.gz")
+    assert main(["critical-path", str(path), "--window", "ProfilerStep#2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("this window is 50 % sync-bound") and "what if" in out and "ProfilerStep#2" in out
+    assert main(["critical-path", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "sync-bound" and {w["scenario"] for w in data["what_if"]} >= {"no_syncs"}
+    assert main(["critical-path", str(path), "--window", "nope"]) == 2
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_cli_findings_on_every_shared_trace(path, capsys, monkeypatch):
+    from test_graph import critical_path_cached, load_cached
+
+    monkeypatch.setattr("tracekit.cli.findings.load_trace", load_cached)
+    # the whole-trace critical path host_bound_path reads: the one test_critical_path computed
+    monkeypatch.setattr("tracekit.analysis.critical_path.critical_path", lambda trace, **kw: critical_path_cached(path))
+    assert main(["findings", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not data["errors"], data["errors"]
+    assert len(data["ran"]) >= 15
+    for f in data["findings"]:
+        assert f["time_lost_ns"] >= 0 and f["severity"] in ("high", "medium", "low", "info")

@@ -1,0 +1,256 @@
+"""Critical path of a window: the heaviest chain of dependent work, classified and attributed.
+
+The path is `nx.dag_longest_path` over `graph.build_graph` (edge weight = work in ns;
+waiting weighs 0, so the path is the chain that explains the window with the most work
+and the least waiting). It is returned as segments, one per piece of time on the path:
+`start_ns`, `end_ns`, `cls` (`graph.CLASSES`), the slice or activity it belongs to
+(`name`, `eid`), the CPU op or module it is attributed to (`context`: for host time the
+nearest enclosing module (`nn.Module: …`, `## … ##`, a record_function range other than
+`ProfilerStep#N`), else the outermost cpu_op; for GPU work the op that launched it) and
+its `lane` (`cpu:<pid>:<tid>` or `gpu:<device>:<stream>`). Time of the window before the
+path starts or after it ends is an `idle` segment with no lane.
+
+Verdict: the largest of five groups of the window's time, as a share of the window:
+gpu (gpu_compute + gpu_memory + communication) -> `gpu-bound`; host (python_overhead +
+launch_overhead) -> `launch-bound`; cpu_compute -> `cpu-bound`; sync_wait ->
+`sync-bound`; idle -> `idle`. A window with no GPU work is `no-gpu` (never "CPU-bound":
+there was nothing for the host to feed), an empty one `empty`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.analysis.graph import CLASSES, DepGraph, build_graph
+from tracekit.analysis.links import gpu_links
+from tracekit.analysis.taxonomy import classify_names
+from tracekit.analysis.windows import STEP_NAME, window_bounds
+from tracekit.errors import UsageError
+from tracekit.model import Trace
+
+I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
+GROUPS: dict[str, tuple[str, ...]] = {
+    "gpu-bound": ("gpu_compute", "gpu_memory", "communication"),
+    "launch-bound": ("python_overhead", "launch_overhead"),
+    "cpu-bound": ("cpu_compute",),
+    "sync-bound": ("sync_wait",),
+    "idle": ("idle",),
+}
+MODULE = r"^nn\.Module: |^## .* ##$"
+PATH_SCHEMA: dict[str, pl.DataType] = {
+    "start_ns": I64, "end_ns": I64, "dur_ns": I64, "cls": STR, "name": STR, "eid": I64, "context": STR,
+    "lane": STR, "edge": STR, "weight_ns": I64, "inferred": BOOL, "src_eid": I64,
+}
+CLASS_SCHEMA: dict[str, pl.DataType] = {"cls": STR, "ns": I64, "share": F64}
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """Result of `critical_path`. `segments` tile the window in time order."""
+
+    segments: pl.DataFrame  # PATH_SCHEMA
+    by_class: pl.DataFrame  # CLASS_SCHEMA: every class, share of the window
+    by_context: pl.DataFrame  # cls, context, ns, share: who the time belongs to
+    window: str
+    start_ns: int
+    end_ns: int
+    weight_ns: int  # the path's weight: its work (waiting weighs 0)
+    shares: dict[str, float]  # per class, of the window
+    verdict: str  # gpu-bound | launch-bound | cpu-bound | sync-bound | idle | no-gpu | empty
+    verdict_share: float
+    sentence: str
+    nodes: int
+    edges: int
+    edge_counts: dict[str, int] = field(default_factory=dict)
+    inferred_edges: int = 0
+    graph: DepGraph | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def window_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    def to_dict(self, *, limit: int = 200) -> dict[str, Any]:
+        return {
+            "window": self.window, "start_ns": self.start_ns, "end_ns": self.end_ns,
+            "window_ns": self.window_ns, "weight_ns": self.weight_ns, "verdict": self.verdict,
+            "verdict_share": self.verdict_share, "sentence": self.sentence, "shares": self.shares,
+            "nodes": self.nodes, "edges": self.edges, "edge_counts": self.edge_counts,
+            "inferred_edges": self.inferred_edges, "by_context": self.by_context.head(20).to_dicts(),
+            "segments": self.segments.head(limit).to_dicts(), "segment_count": self.segments.height,
+        }
+
+
+def resolve_window(trace: Trace, window: str | None = None, *, index: int | None = None) -> tuple[str, int | None, int | None]:
+    """(label, start_ns, end_ns) of a window: None/'all' = the whole trace; else the
+    annotations matching `window` (exact name, kind such as `ProfilerStep`, or a regular
+    expression): instance `index` (0-based, negative from the end), or all of them from the
+    first start to the last end."""
+    if window is None or window == "all":
+        return "whole trace", None, None
+    bounds = window_bounds(trace, window)
+    if bounds.is_empty():
+        raise UsageError(f"no annotation matches window {window!r}")
+    if index is not None:
+        if not -bounds.height <= index < bounds.height:
+            raise UsageError(f"window {window!r} has {bounds.height} instance(s); index {index} is out of range")
+        row = bounds.row(index, named=True)
+        return row["window_name"], row["window_start_ns"], row["window_end_ns"]
+    if bounds.height == 1:
+        row = bounds.row(0, named=True)
+        return row["window_name"], row["window_start_ns"], row["window_end_ns"]
+    label = f"{window} ({bounds.height} instances)"
+    return label, int(bounds["window_start_ns"].min()), int(bounds["window_end_ns"].max())  # type: ignore[arg-type]
+
+
+def critical_path(trace: Trace, *, window: str | None = None, index: int | None = None,
+                  graph: DepGraph | None = None, links: pl.DataFrame | None = None, **graph_options: int) -> CriticalPath:
+    """The critical path of the whole trace or of one window (see `resolve_window`)."""
+    label, start, end = resolve_window(trace, window, index=index)
+    links = gpu_links(trace) if links is None else links
+    dep = graph if graph is not None else build_graph(trace, start_ns=start, end_ns=end, links=links, **graph_options)
+    nodes = longest_path(dep.graph, topo_order=dep.order or None)
+    segments = _with_context(path_segments(dep, nodes), dep, links)
+    return summarise(segments, dep, label=label, has_gpu=dep.edge_counts.get("gpu", 0) > 0)
+
+
+def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[int] | None = None) -> list[int]:
+    """`nx.dag_longest_path` (with `build_graph`'s topological order when given). Graphs from
+    `build_graph` are acyclic by construction; for others, edges closing a cycle are cut."""
+    for _ in range(1000):
+        try:
+            return nx.dag_longest_path(graph, weight=weight, default_weight=0, topo_order=topo_order)
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(graph)
+            graph.remove_edge(*cycle[-1][:2])
+            topo_order = None
+    raise UsageError("the dependency graph has too many cycles")  # pragma: no cover
+
+
+def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
+    """The path's edges as time segments (cpu edges expanded into their pieces), plus idle
+    segments for the window before and after the path."""
+    pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64}).with_row_index("_k")
+    on_path = pairs.join(dep.edges, on=["src", "dst"], how="inner")
+    cpu = on_path.filter(pl.col("kind") == "cpu").select("_k", "src").join(dep.segments, on="src").select(
+        "_k", "start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", edge=pl.lit("cpu"), inferred=pl.lit(False),
+        src_eid=pl.lit(None, I64))
+    other = on_path.filter(pl.col("kind") != "cpu").select(
+        "_k", "start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", edge="kind", inferred="inferred",
+        src_eid="src_eid")
+    segs = pl.concat([cpu, other.cast(cpu.schema)]).sort("_k", "start_ns").drop("_k")
+    first = segs["start_ns"].min() if segs.height else dep.end_ns
+    last = segs["end_ns"].max() if segs.height else dep.end_ns
+    edges = [(dep.start_ns, first), (last, dep.end_ns)] if segs.height else [(dep.start_ns, dep.end_ns)]
+    outside = pl.DataFrame([(a, b) for a, b in edges if b > a], schema={"start_ns": I64, "end_ns": I64}, orient="row")
+    outside = outside.with_columns(cls=pl.lit("idle"), name=pl.lit("outside the path"), edge=pl.lit("window"),
+                                   weight_ns=pl.lit(0, I64), inferred=pl.lit(False))
+    both = pl.concat([segs, outside], how="diagonal_relaxed").sort("start_ns", "end_ns")
+    return both.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"), context=pl.lit(None, STR))
+
+
+def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.DataFrame:
+    """`context`: the module/op a host segment runs in; the launching op of GPU work."""
+    gpu_ops = links.select("eid", _op="op_name")
+    host = segs.filter(pl.col("lane").str.starts_with("cpu:") & pl.col("eid").is_not_null()).select("eid").unique()
+    ctx = _host_context(host, dep.slices)
+    out = segs.join(gpu_ops, on="eid", how="left").join(ctx, on="eid", how="left")
+    gpu = pl.col("lane").str.starts_with("gpu:")
+    context = pl.when(gpu).then(pl.col("_op")).otherwise(pl.col("_ctx"))
+    return out.with_columns(context=pl.coalesce(context, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
+
+
+def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
+    """(eid, _ctx): nearest module-like ancestor-or-self, else the outermost cpu_op."""
+    info = slices.select("eid", "name", "role", "parent_eid").with_columns(
+        _module=pl.col("name").str.contains(MODULE)
+        | ((pl.col("role") == "python") & ~pl.col("name").str.contains(STEP_NAME)
+           & ~pl.col("name").str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading")))
+    cur = host.select("eid", _at="eid")
+    module, outer = [], []
+    for _ in range(max_depth):
+        if cur.is_empty():
+            break
+        cur = cur.join(info, left_on="_at", right_on="eid", how="inner")
+        hit = cur.filter("_module")
+        module.append(hit.select("eid", _m="name"))
+        outer.append(cur.filter(pl.col("role") == "op").select("eid", _o="name"))
+        cur = cur.filter(~pl.col("_module") & pl.col("parent_eid").is_not_null()).select("eid", _at="parent_eid")
+    schema = {"eid": I64, "_ctx": STR}
+    if not module:
+        return pl.DataFrame(schema=schema)
+    mods = pl.concat(module).unique("eid", keep="first", maintain_order=True)
+    tops = pl.concat(outer).unique("eid", keep="last", maintain_order=True)
+    out = host.join(mods, on="eid", how="left").join(tops.select("eid", "_o"), on="eid", how="left")
+    return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
+
+
+def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -> CriticalPath:
+    window_ns = dep.window_ns
+    per = segs.group_by("cls").agg(ns=pl.col("dur_ns").sum())
+    by_class = pl.DataFrame({"cls": list(CLASSES)}).join(per, on="cls", how="left").with_columns(
+        pl.col("ns").fill_null(0)).with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
+    by_class = by_class.cast(CLASS_SCHEMA)
+    shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
+    by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
+                  .with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
+                  .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
+    verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
+    return CriticalPath(
+        segments=segs, by_class=by_class, by_context=by_context, window=label, start_ns=dep.start_ns,
+        end_ns=dep.end_ns, weight_ns=int(segs["weight_ns"].sum() or 0), shares=shares, verdict=verdict,
+        verdict_share=share, sentence=_sentence(verdict, share, shares, segs),
+        nodes=len(dep.order), edges=dep.edges.height, edge_counts=dep.edge_counts,
+        inferred_edges=dep.inferred_edges, graph=dep)
+
+
+def _verdict(shares: dict[str, float], *, has_gpu: bool, window_ns: int) -> tuple[str, float]:
+    if window_ns <= 0:
+        return "empty", 0.0
+    if not has_gpu:
+        return "no-gpu", 1.0 - shares.get("idle", 0.0)
+    totals = {v: sum(shares.get(c, 0.0) for c in classes) for v, classes in GROUPS.items()}
+    verdict = max(totals, key=lambda v: totals[v])  # ties: the order of GROUPS (GPU first)
+    return verdict, totals[verdict]
+
+
+def _top(segs: pl.DataFrame, classes: tuple[str, ...], col: str = "context") -> str:
+    rows = (segs.filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
+            .group_by(col).agg(ns=pl.col("dur_ns").sum()).sort(["ns", col], descending=[True, False]))
+    return rows[col][0] if rows.height else "(unknown)"
+
+
+def _sentence(verdict: str, share: float, shares: dict[str, float], segs: pl.DataFrame) -> str:
+    p = fmt.pct(share, 0)
+    if verdict == "empty":
+        return "empty window: nothing to analyse"
+    if verdict == "no-gpu":
+        return (f"no GPU work in this window: the critical path is host-only (CPU ops {fmt.pct(shares['cpu_compute'], 0)}, "
+                f"Python and calls {fmt.pct(shares['python_overhead'] + shares['launch_overhead'], 0)})")
+    if verdict == "gpu-bound":
+        gpu = segs.filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
+        classes = classify_names(gpu["name"]).select("name", "kernel_class")
+        kinds = gpu.join(classes, on="name", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
+        lead = _top(kinds, GROUPS[verdict], "kernel_class")
+        top = _top(kinds.filter(pl.col("kernel_class") == lead), GROUPS[verdict], "name")
+        parts = ", ".join(f"{c.replace('gpu_', '')} {fmt.pct(shares[c], 0)}" for c in GROUPS[verdict] if shares[c] > 0)
+        return f"GPU-bound: {p} of the critical path is GPU work ({parts}), led by {lead} kernels (`{_short(top)}`)"
+    where = _top(segs, GROUPS[verdict])
+    if verdict == "launch-bound":
+        return (f"this window is {p} launch-bound: the GPU waits on the host (Python {fmt.pct(shares['python_overhead'], 0)}, "
+                f"dispatch and launch calls {fmt.pct(shares['launch_overhead'], 0)}), most of it in `{_short(where)}`")
+    if verdict == "cpu-bound":
+        return f"this window is {p} CPU-bound: the critical path runs CPU ops that launch no GPU work, most of it in `{_short(where)}`"
+    if verdict == "sync-bound":
+        call = _top(segs, GROUPS[verdict], "name")
+        return (f"this window is {p} sync-bound: the critical path sits in blocking calls (`{_short(call)}`, "
+                f"in `{_short(where)}`) after the GPU work they waited for had finished")
+    return f"this window is {p} idle: the critical path waits on something the trace does not record"
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

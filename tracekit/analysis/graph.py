@@ -1,0 +1,446 @@
+"""Dependency graph of a trace: CPU threads, launches, GPU streams and syncs as one DAG.
+
+Weights are *work*, not elapsed time. An edge weighs the nanoseconds of work it stands
+for: a thread running (Python, dispatch, launch calls, CPU ops) or a GPU executing.
+Waiting weighs 0: a sync call blocked on the GPU, an idle stream, a kernel queued behind
+its launch, a long stretch with nothing running on a thread. Every path between two
+points covers the same wall time, so the heaviest path is the chain of dependent work
+that explains most of that time with work and least with waiting: the critical path.
+(Weighting every edge by elapsed time makes all paths tie; HTA's tie-break stays on the
+CPU, hence its "100 % CPU-bound" on traces without `cuda_sync` records.)
+
+Lanes and their edges:
+- CPU thread (`cpu`): the start and end points of every slice on the thread (ops,
+  annotations, Python frames, runtime and driver calls) in time order, joined one to the
+  next. This one chain is same-thread order and op nesting together (into a child, out
+  of it, on to the sibling). The piece between two points belongs to the innermost open
+  slice (`segments`, one row per piece). Only points with edges to other lanes (launch
+  calls, blocking calls a sync edge ends at, the lane's ends) become graph nodes; the
+  chain between two of them is one edge weighing the sum of its pieces.
+- GPU stream (`gpu`, `stream`): a start and an end node per activity (kernel, memcpy,
+  memset), joined by an edge weighing its duration; a 0-weight edge from each end to the
+  next start on the stream.
+- `launch`: launch call start -> activity start (correlation; a `cudaGraphLaunch` fans out
+  to every kernel of the graph). Weight 0: the time is launch latency.
+- `cross_stream`: end of the last work enqueued on the recorded stream before the
+  `cudaEventRecord` -> start of the first work enqueued on the waiting stream after the
+  `cudaStreamWaitEvent`. From `Stream Wait Event` records when the trace has them; else
+  inferred on the calling thread (`inferred=True`).
+- `sync`: end of the GPU work a blocking call waited for -> end of that call, weighing the
+  call's tail (call end - work end); the call's own piece weighs the same tail, so the
+  time it spent blocked weighs nothing on either side. Sources, first that applies:
+  the call's own work (a synchronous memcpy: correlation); its `cuda_sync` record (the
+  stream or device it synced); a sync call by name (`cudaDeviceSynchronize`, ...,
+  `inferred=True`); any other call lasting >= `min_blocking_ns` that ends within
+  `sync_tolerance_ns` after GPU work ends and spent at least half its time before that end
+  (a launch blocked on a full queue, `cudaFree`, ...: `inferred=True`). The work must
+  have ended inside the call and have been launched before it.
+
+Classes of the pieces: `CLASSES`. A CPU piece is `launch_overhead` in a runtime call or in
+a cpu_op that (itself or below) launches GPU work, `cpu_compute` in other cpu_ops,
+`python_overhead` in Python frames, annotations and between slices, `sync_wait` in a
+blocking call; a stretch longer than `idle_gap_ns` with no op or call open is `idle`
+(weight 0: the thread waited on something the trace does not show, e.g. the main thread
+while the autograd thread runs the backward pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import polars as pl
+
+from tracekit.analysis.breakdown import work_class
+from tracekit.analysis.links import gpu_links
+from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
+from tracekit.analysis.windows import STEP_NAME
+from tracekit.model import GPU_WORK_CATS, Trace
+
+I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
+CLASSES = ("cpu_compute", "python_overhead", "launch_overhead", "gpu_compute", "gpu_memory",
+           "communication", "sync_wait", "idle")
+EDGE_KINDS = ("cpu", "gpu", "stream", "launch", "cross_stream", "sync")
+EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
+DEFAULT_SYNC_TOLERANCE_NS = 20_000
+DEFAULT_MIN_BLOCKING_NS = 10_000
+DEFAULT_IDLE_GAP_NS = 200_000
+_GPU_CLASS = {"compute": "gpu_compute", "memory": "gpu_memory", "communication": "communication"}
+_NOT_CPU = ["trace", "overhead", "gpu_user_annotation"]
+
+EDGE_SCHEMA: dict[str, pl.DataType] = {
+    "src": I64, "dst": I64, "kind": STR, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
+    "cls": STR, "eid": I64, "name": STR, "lane": STR, "inferred": BOOL, "src_eid": I64,
+}
+SEGMENT_SCHEMA: dict[str, pl.DataType] = {
+    "src": I64, "lane": STR, "start_ns": I64, "end_ns": I64, "cls": STR, "weight_ns": I64,
+    "eid": I64, "name": STR, "role": STR,
+}
+SYNC_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "gpu_eid": I64, "tail_ns": I64, "inferred": BOOL, "source": STR}
+_WORK_SCHEMA: dict[str, pl.DataType] = {
+    "eid": I64, "name": STR, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
+    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": STR, "launch_tid": STR, "cls": STR,
+}
+
+
+@dataclass(frozen=True)
+class DepGraph:
+    """Result of `build_graph`. The graph's nodes are ints; edge attribute `weight` (ns)."""
+
+    graph: nx.DiGraph
+    edges: pl.DataFrame  # EDGE_SCHEMA: every graph edge (cpu edges are chains of segments)
+    segments: pl.DataFrame  # SEGMENT_SCHEMA: the CPU pieces; `src` = the cpu edge they make up
+    syncs: pl.DataFrame  # SYNC_SCHEMA: blocking calls and the GPU work each waited for
+    slices: pl.DataFrame  # the CPU slices in the window: eid, name, role, pid, tid, depth, parent_eid
+    start_ns: int  # the window
+    end_ns: int
+    edge_counts: dict[str, int] = field(default_factory=dict)
+    inferred_edges: int = 0
+    dropped_edges: int = 0  # edges against the time order (clock skew, equal-time ties), left out
+    sync_records: int = 0  # cuda_sync records in the window
+    order: list[int] = field(default_factory=list, repr=False)  # a topological order of the graph's nodes
+
+    @property
+    def window_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None = None,
+                sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
+                min_blocking_ns: int = DEFAULT_MIN_BLOCKING_NS, idle_gap_ns: int = DEFAULT_IDLE_GAP_NS,
+                links: pl.DataFrame | None = None) -> DepGraph:
+    """The dependency graph of the trace, or of the window [start_ns, end_ns) (clipped)."""
+    links = gpu_links(trace) if links is None else links
+    slices = _cpu_slices(trace)
+    work = _work(trace, links)
+    w0, w1 = _bounds(slices, work, start_ns, end_ns)
+    slices, work = _clip(slices, w0, w1), _clip(work, w0, w1)
+    nested = with_parents(slices.with_columns(dur_ns=pl.col("end_ns") - pl.col("ts_ns")))
+    syncs = sync_waits(trace, slices, work, tolerance_ns=sync_tolerance_ns, min_blocking_ns=min_blocking_ns)
+    points = _points(nested)
+    gpu_base = points.height
+    work = work.sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
+        s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1)
+    launched = work.filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique()
+    callers = links.select(eid="launch_eid").drop_nulls().unique()
+    segments, anchors = _segments(points, nested, syncs, launched, callers, idle_gap_ns)
+    parts = [
+        _gpu_edges(work), _sync_edges(syncs, work, points, slices), _launch_edges(work, points),
+        cross_stream_edges(trace, slices, work), _chain_edges(segments, anchors),
+    ]
+    edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts])
+    edges, order = _in_order(edges.unique(["src", "dst"], keep="first", maintain_order=True), points, work)
+    dropped = edges.filter(~pl.col("_ok")).height
+    edges = edges.filter("_ok").drop("_ok")
+    graph = nx.DiGraph()
+    graph.add_edges_from(zip(edges["src"].to_list(), edges["dst"].to_list(),
+                             [{"weight": w} for w in edges["weight_ns"].to_list()]))
+    inferred = edges.filter(pl.col("inferred"))
+    marks = dict.fromkeys(zip(inferred["src"].to_list(), inferred["dst"].to_list()), True)
+    nx.set_edge_attributes(graph, marks, "inferred")
+    counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
+    kept = nested.select("eid", "name", "role", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid")
+    return DepGraph(graph=graph, edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
+                    edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=inferred.height,
+                    dropped_edges=dropped, order=order,
+                    sync_records=_records(trace, w0, w1).height)
+
+
+def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> tuple[pl.DataFrame, list[int]]:
+    """Rank every node by (time, kind, id) and flag the edges that go forward in it (`_ok`).
+
+    Every edge goes forward in time; at equal times the kinds are ordered GPU end < CPU end
+    < CPU start < GPU start (a zero-length GPU activity's end counts as a start), which every
+    kind of edge respects but for rare equal-time corners (those, and edges back in time
+    from clock skew, are left out: the graph is a DAG by construction). Returns the edges
+    with `_ok` and the nodes of the kept edges in rank order (a topological order).
+    """
+    cpu = points.select("node", "t", k=pl.when("opening").then(2).otherwise(1))
+    gpu = pl.concat([work.select(node="s_node", t="ts_ns", k=pl.lit(3)),
+                     work.select(node="e_node", t="end_ns",
+                                 k=pl.when(pl.col("end_ns") > pl.col("ts_ns")).then(0).otherwise(3))])
+    ranks = pl.concat([cpu.cast({"k": I64}), gpu.cast({"k": I64})]).sort("t", "k", "node").with_row_index("_r")
+    r = ranks.select("node", pl.col("_r").cast(I64))
+    edges = edges.join(r.rename({"node": "src", "_r": "_rs"}), on="src", how="left").join(
+        r.rename({"node": "dst", "_r": "_rd"}), on="dst", how="left")
+    edges = edges.with_columns(_ok=pl.col("_rs") < pl.col("_rd")).drop("_rs", "_rd")
+    used = pl.concat([edges.filter("_ok").select(node="src"), edges.filter("_ok").select(node="dst")]).unique()
+    order = r.join(used, on="node", how="semi").sort("_r")["node"].to_list()
+    return edges, order
+
+
+# -- inputs --------------------------------------------------------------------------------
+
+def _cpu_slices(trace: Trace) -> pl.DataFrame:
+    """CPU slices with a `role`: op | python | runtime."""
+    cat = pl.col("cat")
+    python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
+    ops = trace.ops.filter(~cat.is_in(_NOT_CPU) & (pl.col("dur_ns") > 0)).select(
+        "eid", "name", "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
+        role=pl.when(python).then(pl.lit("python")).otherwise(pl.lit("op")))
+    rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime"))
+    return pl.concat([ops, rt.cast(ops.schema)]).sort("ts_ns", "eid")
+
+
+def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+    """GPU work rows with launch info and class (gpu_compute | gpu_memory | communication)."""
+    if links.is_empty():
+        return pl.DataFrame(schema=_WORK_SCHEMA)
+    cls = work_class(pl.col("cat"), pl.col("name")).replace_strict(_GPU_CLASS, return_dtype=STR)
+    return links.filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
+        "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
+        pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",
+        "launch_tid", cls=cls).cast(_WORK_SCHEMA)
+
+
+def _bounds(slices: pl.DataFrame, work: pl.DataFrame, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
+    both = pl.concat([slices.select("ts_ns", "end_ns"), work.select("ts_ns", "end_ns")])
+    lo = start_ns if start_ns is not None else both["ts_ns"].min()
+    hi = end_ns if end_ns is not None else both["end_ns"].max()
+    lo = 0 if lo is None else int(lo)  # type: ignore[arg-type]
+    return lo, max(lo, 0 if hi is None else int(hi))  # type: ignore[arg-type]
+
+
+def _clip(frame: pl.DataFrame, w0: int, w1: int) -> pl.DataFrame:
+    """Rows overlapping [w0, w1), clipped to it; zero-length rows inside it kept."""
+    ts, end = pl.col("ts_ns"), pl.col("end_ns")
+    keep = ((ts < w1) & (end > w0)) | ((ts == end) & ts.is_between(w0, w1))
+    return frame.filter(keep).with_columns(ts.clip(w0, w1), end.clip(w0, w1))
+
+
+# -- CPU chains ----------------------------------------------------------------------------
+
+def _points(nested: pl.DataFrame) -> pl.DataFrame:
+    """Start/end points of the CPU slices in chain order; `node` = row index.
+
+    At equal times ends come before starts, inner ends before outer ones, outer starts
+    before inner ones. A zero-length slice has only its start point. `owner` is the
+    innermost slice open right after the point.
+    """
+    dur = pl.col("end_ns") - pl.col("ts_ns")
+    starts = nested.select("pid", "tid", "eid", t=pl.col("ts_ns"), opening=pl.lit(True), key=pl.col("depth"),
+                           owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
+    ends = nested.filter(dur > 0).select("pid", "tid", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
+                                         key=-pl.col("depth"), owner=pl.col("parent_eid"))
+    pts = pl.concat([starts, ends]).sort("pid", "tid", "t", "opening", "key", "eid")
+    return pts.with_row_index("node").with_columns(pl.col("node").cast(I64),
+                                                   lane=pl.format("cpu:{}:{}", "pid", "tid"))
+
+
+def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, launched: pl.DataFrame,
+              callers: pl.DataFrame, idle_gap_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The CPU pieces (SEGMENT_SCHEMA, `src` = the anchor the piece's chain edge starts at) and the anchors."""
+    same = (pl.col("pid") == pl.col("pid").shift(-1)) & (pl.col("tid") == pl.col("tid").shift(-1))
+    first = ~((pl.col("pid") == pl.col("pid").shift(1)) & (pl.col("tid") == pl.col("tid").shift(1))).fill_null(False)
+    targets = syncs.select("eid").with_columns(_sync=pl.lit(True))
+    pts = points.with_columns(_next=pl.when(same).then(pl.col("t").shift(-1)), _first=first,
+                              _last=~same.fill_null(False))
+    pts = pts.join(launched.select(eid="launch_eid", _launch=pl.lit(True)), on="eid", how="left")
+    pts = pts.join(targets, on="eid", how="left")
+    anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & pl.col("_launch").fill_null(False))
+              | (~pl.col("opening") & pl.col("_sync").fill_null(False)))
+    pts = pts.sort("node").with_columns(_anchor=anchor)
+    pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
+    owners = _owners(nested, syncs, callers)
+    seg = pts.filter(pl.col("_next").is_not_null()).join(owners, left_on="owner", right_on="eid", how="left")
+    length = pl.col("_next") - pl.col("t")
+    hostless = pl.col("role").is_null() | (pl.col("role") == "python")
+    cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle"))
+           .when(hostless).then(pl.lit("python_overhead"))
+           .when(pl.col("block_ns").is_not_null()).then(pl.lit("sync_wait"))
+           .when(pl.col("launches")).then(pl.lit("launch_overhead"))
+           .otherwise(pl.lit("cpu_compute")))
+    seg = seg.with_columns(cls=cls).with_columns(
+        weight_ns=pl.when(pl.col("cls") == "idle").then(0)
+        .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
+        .otherwise(length))
+    seg = seg.select("src", "lane", start_ns="t", end_ns="_next", cls="cls", weight_ns="weight_ns",
+                     eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
+    anchors = pts.filter("_anchor").select("node", "lane", "t", "eid")
+    return seg, anchors
+
+
+def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) -> pl.DataFrame:
+    """Per slice: role, name, block weight, and `launches`: it launched GPU work, or a call
+    below it did, or (for a runtime call) the op around it launches (dispatch work)."""
+    parent = nested.select("eid", "parent_eid").filter(pl.col("parent_eid").is_not_null())
+    frontier = nested.select("eid").join(callers, on="eid", how="semi")
+    found = [frontier]
+    for _ in range(256):
+        frontier = frontier.join(parent, on="eid").select(eid="parent_eid").unique()
+        if frontier.is_empty():
+            break
+        found.append(frontier)
+    flagged = pl.concat(found).unique().with_columns(_up=pl.lit(True))
+    out = nested.select("eid", "role", "name", "parent_eid").join(flagged, on="eid", how="left")
+    around = flagged.select(parent_eid="eid", _around="_up")
+    out = out.join(around, on="parent_eid", how="left").with_columns(
+        launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
+    return out.select("eid", "role", "name", "launches").join(syncs.select("eid", block_ns="tail_ns"), on="eid",
+                                                               how="left")
+
+
+def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
+    """One edge per pair of consecutive anchors on a thread: the sum of the pieces between."""
+    sums = segments.group_by("src").agg(weight_ns=pl.col("weight_ns").sum())
+    same = pl.col("lane") == pl.col("lane").shift(-1)
+    pairs = anchors.sort("node").with_columns(
+        dst=pl.when(same).then(pl.col("node").shift(-1)), _end=pl.when(same).then(pl.col("t").shift(-1)))
+    pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left")
+    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu"), weight_ns=pl.col("weight_ns").fill_null(0),
+                        start_ns="t", end_ns="_end", cls=pl.lit(None, STR), eid=pl.lit(None, I64),
+                        name=pl.lit(None, STR), lane="lane", inferred=pl.lit(False), src_eid=pl.lit(None, I64))
+
+
+# -- GPU side ------------------------------------------------------------------------------
+
+def _gpu_edges(work: pl.DataFrame) -> pl.DataFrame:
+    lane = pl.format("gpu:{}:{}", "device", "stream")
+    own = work.select(src="s_node", dst="e_node", kind=pl.lit("gpu"), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
+                      start_ns="ts_ns", end_ns="end_ns", cls="cls", eid="eid", name="name", lane=lane,
+                      inferred=pl.lit(False), src_eid="eid")
+    same = (pl.col("device") == pl.col("device").shift(-1)) & (pl.col("stream") == pl.col("stream").shift(-1))
+    nxt = work.with_columns(_dst=pl.col("s_node").shift(-1), _t=pl.col("ts_ns").shift(-1),
+                            _eid=pl.col("eid").shift(-1), _name=pl.col("name").shift(-1)).filter(same)
+    order = nxt.select(src="e_node", dst="_dst", kind=pl.lit("stream"), weight_ns=pl.lit(0, I64), start_ns="end_ns",
+                       end_ns="_t", cls=pl.lit("idle"), eid="_eid", name="_name", lane=lane, inferred=pl.lit(False),
+                       src_eid="eid")
+    return pl.concat([own, order])
+
+
+def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    starts = points.filter("opening").select(launch_eid="eid", src="node", _t="t")
+    rows = work.join(starts, on="launch_eid", how="inner")
+    return rows.select("src", dst="s_node", kind=pl.lit("launch"), weight_ns=pl.lit(0, I64), start_ns="_t",
+                       end_ns="ts_ns", cls=pl.lit("launch_overhead"), eid="eid", name="name",
+                       lane=pl.format("gpu:{}:{}", "device", "stream"), inferred=pl.lit(False), src_eid="launch_eid")
+
+
+def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
+    ends = points.filter(~pl.col("opening")).select("eid", dst="node", end_ns="t", lane="lane")
+    rows = syncs.filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid").join(
+        work.select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid").join(
+        slices.select("eid", "name"), on="eid", how="left")
+    return rows.select("src", "dst", kind=pl.lit("sync"), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
+                       cls=pl.lit("sync_wait"), eid="eid", name="name", lane="lane", inferred="inferred",
+                       src_eid="gpu_eid")
+
+
+def _records(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """The `cuda_sync` records in the window."""
+    return _clip(trace.gpu.filter(pl.col("cat") == "cuda_sync"), start_ns, end_ns)
+
+
+def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
+               tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
+               min_blocking_ns: int = DEFAULT_MIN_BLOCKING_NS) -> pl.DataFrame:
+    """Blocking calls and the GPU work each waited for (SYNC_SCHEMA; see the module docstring).
+
+    Named sync calls that waited for nothing get a row with a null `gpu_eid` and the whole
+    call as `tail_ns` (pure sync overhead).
+    """
+    calls = slices.filter((pl.col("role") == "runtime") & (pl.col("end_ns") > pl.col("ts_ns"))).with_columns(
+        kind=sync_kind(pl.col("name")))
+    if calls.is_empty() or work.is_empty():
+        named = calls.filter(pl.col("kind").is_not_null())
+        return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
+                            inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA)
+    rec = (trace.gpu.filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
+           .unique("correlation", keep="first")
+           .select("correlation", r_device="device", r_stream="stream", r_kind=pl.coalesce("sync_kind", "name")))
+    calls = calls.join(rec, on="correlation", how="left")
+    right = work.select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
+                        w_launch="launch_ts_ns").sort("_t")
+    left = calls.with_columns(_t=pl.col("end_ns")).sort("_t")
+    own = calls.join(work.select("launch_eid", gpu_eid="eid", w_end="end_ns"), left_on="eid", right_on="launch_eid")
+    own = own.filter(pl.col("w_end") <= pl.col("end_ns")).sort("w_end", descending=True).unique("eid", keep="first")
+    stream_rec = left.filter(pl.col("r_kind") == "Stream Sync").join_asof(
+        right, on="_t", by_left=["r_device", "r_stream"], by_right=["device", "stream"], strategy="backward",
+        check_sortedness=False)
+    dev_rec = left.filter(pl.col("r_kind").is_not_null() & (pl.col("r_kind") != "Stream Sync")).join_asof(
+        right.drop("stream"), on="_t", by_left="r_device", by_right="device", strategy="backward",
+        check_sortedness=False)
+    anywhere = left.filter(pl.col("r_kind").is_null()).join_asof(
+        right.drop("device", "stream"), on="_t", strategy="backward", check_sortedness=False)
+    waited = (pl.col("w_end") >= pl.col("ts_ns")) & (pl.col("w_launch").is_null() | (pl.col("w_launch") < pl.col("ts_ns")))
+    dur = pl.col("end_ns") - pl.col("ts_ns")
+    timed = ((dur >= min_blocking_ns) & (pl.col("end_ns") - pl.col("w_end") <= tolerance_ns)
+             & (2 * (pl.col("w_end") - pl.col("ts_ns")) >= dur))
+    picks = [
+        own.filter(pl.col("w_end").is_between(pl.col("ts_ns"), pl.col("end_ns"))).with_columns(inferred=pl.lit(False), source=pl.lit("own_work")),
+        pl.concat([stream_rec, dev_rec], how="diagonal_relaxed").filter(waited).with_columns(
+            inferred=pl.lit(False), source=pl.lit("record")),
+        anywhere.filter(waited & pl.col("kind").is_not_null()).with_columns(inferred=pl.lit(True), source=pl.lit("name")),
+        anywhere.filter(waited & pl.col("kind").is_null() & timed).with_columns(
+            inferred=pl.lit(True), source=pl.lit("timing")),
+    ]
+    cols = ["eid", "gpu_eid", "w_end", "end_ns", "inferred", "source"]
+    found = pl.concat([p.select(cols) for p in picks], how="vertical_relaxed").unique("eid", keep="first",
+                                                                                     maintain_order=True)
+    found = found.select("eid", "gpu_eid", tail_ns=pl.col("end_ns") - pl.col("w_end"), inferred="inferred",
+                         source="source")
+    idle = calls.filter(pl.col("kind").is_not_null()).join(found, on="eid", how="anti").select(
+        "eid", gpu_eid=pl.lit(None, I64), tail_ns=dur, inferred=pl.lit(False), source=pl.lit("name"))
+    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)])
+
+
+def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """Edges from the work an event recorded to the first work that waited on it (EDGE_SCHEMA)."""
+    rt = slices.filter(pl.col("role") == "runtime")
+    waits = rt.filter(pl.col("name").str.contains(STREAM_WAIT_CALL))
+    launched = work.filter(pl.col("launch_ts_ns").is_not_null()).select(
+        pid="launch_pid", tid="launch_tid", _t="launch_ts_ns", device="device", stream="stream", s_node="s_node",
+        e_node="e_node", t_s="ts_ns", t_e="end_ns", g_eid="eid", g_name="name").sort("_t")
+    if waits.is_empty() or launched.is_empty():
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    kind = pl.coalesce("sync_kind", "name")
+    recs = trace.gpu.filter((pl.col("cat") == "cuda_sync") & kind.str.contains("Wait Event")).select(
+        "correlation", device="device", w_stream="stream",
+        on_stream=pl.col("args").str.json_path_match("$.wait_on_stream").cast(I64, strict=False),
+        rec_corr=pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(I64, strict=False))
+    calls = waits.join(recs.unique("correlation"), on="correlation", how="left")
+    known = calls.filter(pl.col("on_stream").is_not_null()).join(
+        rt.select(rec_corr="correlation", rec_ts="ts_ns").drop_nulls(), on="rec_corr", how="inner")
+    src = known.sort("rec_ts").join_asof(
+        launched.select("_t", "device", on_stream="stream", src="e_node", s_t="t_e", s_eid="g_eid"), left_on="rec_ts",
+        right_on="_t", by=["device", "on_stream"], strategy="backward", check_sortedness=False)
+    dst = src.drop("_t").sort("ts_ns").join_asof(
+        launched.select("_t", "device", w_stream="stream", dst="s_node", d_t="t_s", d_eid="g_eid", d_name="g_name"),
+        left_on="ts_ns", right_on="_t", by=["device", "w_stream"], strategy="forward", check_sortedness=False)
+    dst = dst.select("src", "dst", "s_t", "d_t", "s_eid", "d_eid", "d_name", d_device="device", d_stream="w_stream",
+                     inferred=pl.lit(False))
+    guessed = _guessed_waits(calls.filter(pl.col("on_stream").is_null()), rt, launched)
+    both = pl.concat([dst.cast(guessed.schema), guessed]).filter(
+        pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("s_t") <= pl.col("d_t")))
+    return both.select("src", "dst", kind=pl.lit("cross_stream"), weight_ns=pl.lit(0, I64), start_ns="s_t",
+                       end_ns="d_t", cls=pl.lit("idle"), eid="d_eid", name="d_name",
+                       lane=pl.format("gpu:{}:{}", "d_device", "d_stream"), inferred="inferred",
+                       src_eid="s_eid").cast(EDGE_SCHEMA)
+
+
+_GUESS_SCHEMA: dict[str, pl.DataType] = {
+    "src": I64, "dst": I64, "s_t": I64, "d_t": I64, "s_eid": I64, "d_eid": I64, "d_name": STR, "d_device": I64,
+    "d_stream": I64, "inferred": BOOL,
+}
+
+
+def _guessed_waits(calls: pl.DataFrame, rt: pl.DataFrame, launched: pl.DataFrame) -> pl.DataFrame:
+    """Waits without a record: the thread's last event record before the wait; the work the
+    thread launched before that record (recorded stream) and after the wait (waiting stream)."""
+    recs = rt.filter(pl.col("name").str.contains(EVENT_RECORD_CALL)).select("pid", "tid", rec_ts="ts_ns")
+    if calls.is_empty():
+        return pl.DataFrame(schema=_GUESS_SCHEMA)
+    # no record call on the thread before the wait (some traces do not list them): the wait itself
+    calls = calls.select("pid", "tid", "ts_ns").sort("ts_ns").join_asof(
+        recs.sort("rec_ts"), left_on="ts_ns", right_on="rec_ts", by=["pid", "tid"], strategy="backward",
+        check_sortedness=False).with_columns(pl.coalesce("rec_ts", "ts_ns").alias("rec_ts"))
+    before = calls.sort("rec_ts").join_asof(
+        launched, left_on="rec_ts", right_on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    after = before.drop("_t").sort("ts_ns").join_asof(
+        launched, left_on="ts_ns", right_on="_t", by=["pid", "tid"], strategy="forward", check_sortedness=False,
+        suffix="_d")
+    ok = (pl.col("device") == pl.col("device_d")) & (pl.col("stream") != pl.col("stream_d"))
+    return after.filter(ok).select(src="e_node", dst="s_node_d", s_t="t_e", d_t="t_s_d", s_eid="g_eid", d_eid="g_eid_d",
+                                   d_name="g_name_d", d_device="device_d", d_stream="stream_d",
+                                   inferred=pl.lit(True)).cast(_GUESS_SCHEMA)

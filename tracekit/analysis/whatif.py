@@ -1,0 +1,161 @@
+"""What-if estimates from the dependency graph: change some work, recompute the critical path.
+
+Each scenario re-weights the edges of `graph.build_graph`'s DAG and takes the longest
+path again. The path's weight is its work; the estimated window is the window minus the
+weight saved:
+
+    saved_ns = weight(now) - weight(scenario)        estimate_ns = window_ns - saved_ns
+
+This is a critical-path (Amdahl) bound: work that leaves the path is replaced by the next
+heaviest chain, and waiting (weight 0) is assumed to stay as it was. Re-weighting alone
+never saves more than the changed work on the current path; cutting edges (`no_syncs`)
+can save more, because the work the syncs serialised may then overlap.
+
+Scenarios:
+- `no_launch_overhead`: host overhead between kernels gone (CUDA graphs replay, or
+  torch.compile with `mode="reduce-overhead"`): `launch_overhead` and `python_overhead`
+  weigh 0 on every CPU edge.
+- `no_syncs`: the blocking syncs removed (e.g. `.item()` moved out of the loop): sync
+  edges cut and blocking calls weigh 0; optionally only the calls in `call_eids`.
+- `faster(kernel_class, factor)`: GPU activities of one taxonomy class (`gemm`,
+  `attention`, ..., or `memcpy`/`memset`) `factor` times faster.
+
+The longest-path weight is the dynamic programme `nx.dag_longest_path` runs (relax every
+edge in topological order of its source; a path may start at any node, so distances
+never go below 0), done on the edge arrays with one topological order (`Order`) computed
+once per graph and shared by all scenarios, instead of building a new DiGraph each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import polars as pl
+
+from tracekit.analysis.graph import DepGraph
+from tracekit.analysis.taxonomy import classify_names
+from tracekit.errors import UsageError
+
+I64 = pl.Int64
+CUT = -(10**15)  # an edge weighing this is never on a longest path (networkx restarts below 0)
+HOST = ("launch_overhead", "python_overhead")
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One scenario's estimate."""
+
+    scenario: str
+    description: str
+    window_ns: int
+    weight_ns: int  # the critical path's work now
+    scenario_weight_ns: int  # ... with the change
+    saved_ns: int
+    estimate_ns: int  # the window's estimated length with the change
+
+    @property
+    def saved_share(self) -> float:
+        return self.saved_ns / self.window_ns if self.window_ns else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "description": self.description, "window_ns": self.window_ns,
+                "weight_ns": self.weight_ns, "scenario_weight_ns": self.scenario_weight_ns,
+                "saved_ns": self.saved_ns, "saved_share": self.saved_share, "estimate_ns": self.estimate_ns}
+
+
+@dataclass(frozen=True)
+class Order:
+    """The edges of a DepGraph as topological positions, sorted by source position."""
+
+    src: list[int]
+    dst: list[int]
+    perm: pl.Series  # row of dep.edges for each position in src/dst
+    nodes: int
+
+    @classmethod
+    def of(cls, dep: DepGraph) -> Order:
+        topo = dep.order or list(nx.topological_sort(dep.graph))
+        index = pl.DataFrame({"node": topo, "pos": range(len(topo))}, schema={"node": I64, "pos": I64})
+        e = dep.edges.with_row_index("_row").join(index.rename({"node": "src", "pos": "_s"}), on="src").join(
+            index.rename({"node": "dst", "pos": "_d"}), on="dst").filter(pl.col("_s") < pl.col("_d")).sort("_s")
+        return cls(src=e["_s"].to_list(), dst=e["_d"].to_list(), perm=e["_row"], nodes=len(topo))
+
+
+def path_weight(dep: DepGraph, weights: pl.Series | None = None, *, order: Order | None = None) -> int:
+    """Weight of the longest path, with `weights` (aligned with `dep.edges`) if given."""
+    if dep.edges.is_empty():
+        return 0
+    order = order or Order.of(dep)
+    w = (dep.edges["weight_ns"] if weights is None else weights).gather(order.perm).to_list()
+    dist = [0] * order.nodes
+    for s, d, x in zip(order.src, order.dst, w):
+        v = dist[s] + x
+        dist[d] = max(dist[d], v)
+    return max(dist)
+
+
+def no_launch_overhead(dep: DepGraph, *, order: Order | None = None) -> WhatIf:
+    """Launch and Python overhead on the CPU gone (CUDA graphs / torch.compile)."""
+    weights = _cpu_without(dep, HOST)
+    return _estimate(dep, "no_launch_overhead", "launch and Python overhead removed (CUDA graphs, torch.compile)",
+                     weights, order)
+
+
+def no_syncs(dep: DepGraph, *, call_eids: Iterable[int] | None = None, order: Order | None = None) -> WhatIf:
+    """Blocking syncs removed: all of them, or only the calls whose eid is in `call_eids`."""
+    chosen = dep.syncs["eid"] if call_eids is None else pl.Series("eid", list(call_eids), dtype=I64)
+    seg = dep.segments.with_columns(_gone=(pl.col("cls") == "sync_wait") & pl.col("eid").is_in(chosen.implode()))
+    weights = _cpu_weights(dep, seg.with_columns(weight_ns=pl.when("_gone").then(0).otherwise("weight_ns")))
+    cut = (pl.col("kind") == "sync") & pl.col("eid").is_in(chosen.implode())
+    weights = dep.edges.with_columns(_w=weights).select(pl.when(cut).then(CUT).otherwise("_w"))[:, 0]
+    label = "all syncs" if call_eids is None else f"{chosen.len()} sync call(s)"
+    return _estimate(dep, "no_syncs", f"{label} removed", weights, order)
+
+
+def faster(dep: DepGraph, *, kernel_class: str, factor: float, order: Order | None = None) -> WhatIf:
+    """GPU work of one kernel class `factor` times faster (Amdahl bound on the path)."""
+    if factor <= 0:
+        raise UsageError(f"factor must be > 0, got {factor}")
+    classes = classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select("name", "kernel_class")
+    edges = dep.edges.join(classes, on="name", how="left", maintain_order="left")
+    hit = (pl.col("kind") == "gpu") & (pl.col("kernel_class") == kernel_class)
+    weights = edges.select(pl.when(hit).then((pl.col("weight_ns") / factor).round().cast(I64))
+                           .otherwise("weight_ns"))[:, 0]
+    return _estimate(dep, f"faster:{kernel_class}", f"{kernel_class} kernels {factor:g}x faster", weights, order)
+
+
+def standard(dep: DepGraph) -> list[WhatIf]:
+    """The scenarios a report shows: no launch overhead, no syncs, the top GPU class 2x faster."""
+    order = Order.of(dep)
+    out = [no_launch_overhead(dep, order=order), no_syncs(dep, order=order)]
+    gpu = dep.edges.filter(pl.col("kind") == "gpu")
+    if gpu.height:
+        kinds = gpu.join(classify_names(gpu["name"]).select("name", "kernel_class"), on="name", how="left")
+        top = kinds.group_by("kernel_class").agg(ns=pl.col("weight_ns").sum()).sort("ns", descending=True)
+        out.append(faster(dep, kernel_class=top["kernel_class"][0], factor=2.0, order=order))
+    return out
+
+
+def _cpu_without(dep: DepGraph, classes: tuple[str, ...]) -> pl.Series:
+    seg = dep.segments.with_columns(weight_ns=pl.when(pl.col("cls").is_in(classes)).then(0).otherwise("weight_ns"))
+    return _cpu_weights(dep, seg)
+
+
+def _cpu_weights(dep: DepGraph, segments: pl.DataFrame) -> pl.Series:
+    """Edge weights (aligned with dep.edges) with the cpu edges re-summed from `segments`."""
+    sums = segments.group_by("src").agg(_w=pl.col("weight_ns").sum())
+    edges = dep.edges.join(sums, on="src", how="left", maintain_order="left")
+    return edges.select(pl.when(pl.col("kind") == "cpu").then(pl.col("_w").fill_null(0))
+                        .otherwise("weight_ns").alias("weight"))[:, 0]
+
+
+def _estimate(dep: DepGraph, scenario: str, description: str, weights: pl.Series, order: Order | None) -> WhatIf:
+    order = order or Order.of(dep)
+    now = path_weight(dep, order=order)
+    then = path_weight(dep, weights, order=order)
+    saved = max(0, now - then)
+    return WhatIf(scenario=scenario, description=description, window_ns=dep.window_ns, weight_ns=now,
+                  scenario_weight_ns=then, saved_ns=saved, estimate_ns=dep.window_ns - saved)

@@ -1,0 +1,121 @@
+"""`tracekit critical-path`, `tracekit findings`, `tracekit annotate`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from tracekit import format as fmt
+from tracekit.cli.common import cache_opt, clip, emit_json, json_opt, load_trace, table, trace_arg
+
+if TYPE_CHECKING:
+    from tracekit.analysis.critical_path import CriticalPath
+    from tracekit.analysis.whatif import WhatIf
+    from tracekit.findings import FindingsResult
+
+window_opt = click.option("--window", default="all", show_default=True, metavar="NAME|all",
+                          help="An annotation: exact name (ProfilerStep#3), kind (ProfilerStep) or regex; all = whole trace.")
+index_opt = click.option("--index", type=int, default=None,
+                         help="Which instance of --window (0-based, negative from the end); default: all of them.")
+set_opt = click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE",
+                       help="Override a rule threshold (repeatable), e.g. --set gpu_gaps.min_gap_ns=5e6.")
+
+
+@click.command("critical-path")
+@trace_arg
+@window_opt
+@index_opt
+@json_opt
+@cache_opt
+def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> None:
+    """The critical path of a window: what it is made of, whose time it is, and what-ifs.
+
+    Verdict: gpu-bound, launch-bound, cpu-bound, sync-bound, idle or no-gpu (docs/findings.md).
+    """
+    from tracekit.analysis import whatif
+    from tracekit.analysis.critical_path import critical_path as compute
+
+    cp = compute(load_trace(trace), window=None if window == "all" else window, index=index)
+    scenarios = whatif.standard(cp.graph) if cp.graph is not None and cp.edges else []
+    if as_json:
+        emit_json({"file": trace, **cp.to_dict(), "what_if": [w.to_dict() for w in scenarios]})
+        return
+    click.echo(render_critical_path(cp, scenarios))
+
+
+@click.command()
+@trace_arg
+@json_opt
+@set_opt
+@click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
+              help="Exit with status 1 when a finding of this severity or worse exists.")
+@cache_opt
+def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | None) -> None:
+    """Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice."""
+    from tracekit.findings import Config, run_findings
+
+    result = run_findings(load_trace(trace), config=Config.from_strings(sets))
+    if as_json:
+        emit_json({"file": trace, **result.to_dict()})
+    else:
+        click.echo(render_findings(result))
+    if fail_on and result.at_least(fail_on):
+        raise click.exceptions.Exit(1)
+
+
+@click.command()
+@trace_arg
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="Where to write the annotated trace (gzip when the name ends in .gz).")
+@window_opt
+@index_opt
+@set_opt
+@cache_opt
+def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...]) -> None:
+    """Write the trace with the critical path (flow arrows, a track) and findings (instants) added."""
+    from tracekit.analysis.critical_path import critical_path as compute
+    from tracekit.findings import Config, run_findings
+    from tracekit.findings.annotate import write_annotated
+
+    loaded = load_trace(trace)
+    config = Config.from_strings(sets)
+    cp = compute(loaded, window=None if window == "all" else window, index=index)
+    counts = write_annotated(trace, output, cp, run_findings(loaded, config=config))
+    click.echo(f"wrote {output}: {fmt.count(counts['events'])} original events, {counts['flows']} critical-path "
+               f"arrows, {counts['path_slices']} path slices, {counts['instants']} finding instants")
+
+
+def render_critical_path(cp: CriticalPath, scenarios: list[WhatIf]) -> str:
+    graph = (f"graph       {fmt.count(cp.nodes)} nodes, {fmt.count(cp.edges)} edges; "
+             f"{fmt.count(cp.inferred_edges)} inferred (syncs and stream waits read from timing)")
+    lines = [cp.sentence, "", f"window      {cp.window}: {fmt.ns(cp.window_ns)}", graph, "",
+             table(["class", "time", "share"],
+                   [[c, fmt.ns(n), fmt.pct(s)] for c, n, s in cp.by_class.filter(cp.by_class["ns"] > 0).iter_rows()],
+                   right=(1, 2)), "",
+             table(["class", "where", "time", "share"],
+                   [[c, clip(w, 60), fmt.ns(n), fmt.pct(s)] for c, w, n, s in cp.by_context.head(12).iter_rows()],
+                   right=(2, 3))]
+    if scenarios:
+        rows = [[w.description, fmt.ns(w.saved_ns), fmt.pct(w.saved_share), fmt.ns(w.estimate_ns)] for w in scenarios]
+        lines += ["", table(["what if", "saves", "share", "window then"], rows, right=(1, 2, 3))]
+    return "\n".join(lines)
+
+
+def render_findings(result: FindingsResult) -> str:
+    head = (f"{len(result.findings)} finding(s) over {fmt.ns(result.window_ns)}; "
+            f"{len(result.ran)} rules ran, {len(result.clean)} found nothing")
+    lines = [head, ""]
+    for f in result.findings:
+        lines.append(f"[{f.severity}] {f.rule}: {f.title}")
+        lines.append(f"    costs {fmt.ns(f.time_lost_ns)} ({fmt.pct(f.share)} of the window)")
+        for e in f.evidence[:3]:
+            lines.append(f"    at {e.rel_us:,.1f} µs  {e.lane}  {clip(e.name, 70)}" + (f"  ({clip(e.note, 40)})" if e.note else ""))
+        lines.append(f"    advice: {f.advice}")
+        lines.append("")
+    if result.clean:
+        lines.append("nothing found:")
+        lines += [f"  {c.rule}: {c.text}" for c in result.clean]
+    for rule_id, message in result.errors:
+        lines.append(f"  {rule_id}: failed on this trace: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""What rules read: the trace plus analyses computed once, on first use, and shared.
+
+`Context` is created by `run_findings` for one trace. Its properties call the analysis
+modules (`timeline`, `gaps`, `syncs`, `breakdown`, `windows`, `taxonomy`, `occupancy`,
+`critical_path`, ...) lazily, so a rule that is disabled costs nothing. The window every
+`share` is measured against is the whole trace: first start to last end of the CPU slices
+(profiler spans and overhead rows excluded) and the GPU work.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis import breakdown as _breakdown
+from tracekit.analysis import gaps as _gaps
+from tracekit.analysis import syncs as _syncs
+from tracekit.analysis import timeline as _timeline
+from tracekit.analysis import windows as _windows
+from tracekit.analysis.attribution import op_paths
+from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.occupancy import occupancy
+from tracekit.analysis.taxonomy import classify_names
+from tracekit.findings.model import Evidence
+from tracekit.model import Trace
+
+I64, STR = pl.Int64, pl.String
+_NOT_WINDOW = ["trace", "overhead", "gpu_user_annotation"]
+
+
+class Context:
+    """One trace and its shared analyses (see the module docstring)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        parts = [trace.ops.filter(~pl.col("cat").is_in(_NOT_WINDOW)).select("ts_ns", "end_ns"),
+                 trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
+        both = pl.concat(parts)
+        first = both["ts_ns"].min() if both.height else 0
+        last = both["end_ns"].max() if both.height else 0
+        self.window_start_ns = int(first or 0)  # type: ignore[arg-type]
+        self.window_end_ns = max(self.window_start_ns, int(last or 0))  # type: ignore[arg-type]
+        starts = [f["ts_ns"].min() for f in (trace.ops, trace.runtime, trace.gpu, trace.instants) if f.height]
+        self.trace_start_ns = int(min(starts)) if starts else 0  # type: ignore[type-var]
+
+    @property
+    def window_ns(self) -> int:
+        return self.window_end_ns - self.window_start_ns
+
+    def share(self, ns: float) -> float:
+        return float(ns) / self.window_ns if self.window_ns > 0 else 0.0
+
+    # -- shared analyses ------------------------------------------------------------------
+    @cached_property
+    def nested(self) -> pl.DataFrame:
+        return cpu_ops(self.trace)
+
+    @cached_property
+    def launches(self) -> pl.DataFrame:
+        return launch_ops(self.trace, ops=self.nested)
+
+    @cached_property
+    def links(self) -> pl.DataFrame:
+        """GPU work with launch call and op (`links.gpu_links`), plus `op_path` and taxonomy."""
+        links = gpu_links(self.trace, launches=self.launches)
+        paths = op_paths(self.nested, links["op_eid"]).rename({"eid": "op_eid"})
+        classes = classify_names(links["name"])
+        return links.join(paths, on="op_eid", how="left").join(classes, on="name", how="left")
+
+    @cached_property
+    def host_nested(self) -> pl.DataFrame:
+        """cpu_ops, Python frames and annotations together, with depth and parent."""
+        from tracekit.analysis.nesting import with_parents
+
+        return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(_NOT_WINDOW)))
+
+    @cached_property
+    def steps(self) -> pl.DataFrame:
+        return _windows.steps(self.trace)
+
+    @cached_property
+    def step_bounds(self) -> pl.DataFrame | None:
+        """`ProfilerStep#N` windows (windows.BOUNDS_SCHEMA), None when the trace has none."""
+        bounds = _windows.window_bounds(self.trace, "ProfilerStep")
+        return bounds if bounds.height else None
+
+    @cached_property
+    def timeline(self) -> _timeline.Timeline:
+        return _timeline.timeline(self.trace)
+
+    @cached_property
+    def step_timeline(self) -> _timeline.Timeline:
+        """Busy/idle in the profiler steps (the TB plugin's window), else the device span."""
+        if self.step_bounds is None:
+            return self.timeline
+        return _timeline.timeline(self.trace, windows=self.step_bounds, window_label="ProfilerStep")
+
+    @cached_property
+    def gaps(self) -> _gaps.Gaps:
+        return _gaps.gaps(self.trace, links=gpu_links(self.trace, launches=self.launches))
+
+    @cached_property
+    def syncs(self) -> _syncs.SyncStats:
+        return _syncs.sync_stats(self.trace)
+
+    @cached_property
+    def copies(self) -> _syncs.CopyStats:
+        return _syncs.copy_stats(self.trace)
+
+    @cached_property
+    def breakdown(self) -> _breakdown.Breakdown:
+        return _breakdown.breakdown(self.trace)
+
+    @cached_property
+    def occupancy(self) -> pl.DataFrame:
+        return occupancy(self.trace.gpu, self.trace.meta.devices)
+
+    @cached_property
+    def critical_path(self) -> Any:
+        from tracekit.analysis.critical_path import critical_path
+
+        return critical_path(self.trace, links=gpu_links(self.trace, launches=self.launches))
+
+    # -- evidence --------------------------------------------------------------------------
+    def evidence(self, rows: pl.DataFrame, *, limit: int = 5, note: pl.Expr | None = None) -> tuple[Evidence, ...]:
+        """Evidence from rows with `name`, `ts_ns`, optional `dur_ns`/`eid`, and a `lane`, or
+        `device`/`stream` (GPU), or `pid`/`tid` (CPU); `note` an expression for a short note."""
+        if rows.is_empty():
+            return ()
+        cols = rows.columns
+        lane = (pl.col("lane") if "lane" in cols
+                else pl.format("stream {} (device {})", "stream", "device") if "stream" in cols
+                else pl.format("thread {} (pid {})", "tid", "pid") if "tid" in cols else pl.lit(""))
+        base = self.trace.meta.base_time_ns
+        out = rows.head(limit).select(
+            name=pl.col("name").fill_null("(unnamed)"), ts_ns="ts_ns",
+            dur_ns=pl.col("dur_ns") if "dur_ns" in cols else pl.lit(None, I64),
+            lane=lane.fill_null(""), eid=pl.col("eid") if "eid" in cols else pl.lit(None, I64),
+            note=(note if note is not None else pl.lit("")).cast(STR).fill_null(""),
+        )
+        return tuple(
+            Evidence(name=r["name"], ts_ns=r["ts_ns"], abs_ts_ns=base + r["ts_ns"],
+                     rel_us=(r["ts_ns"] - self.trace_start_ns) / 1000, dur_ns=r["dur_ns"], lane=r["lane"],
+                     eid=r["eid"], note=r["note"])
+            for r in out.iter_rows(named=True)
+        )
+
+    def cpu_rows(self, eids: pl.Series) -> pl.DataFrame:
+        """The CPU slices (ops and runtime calls) with these eids, for evidence."""
+        cols = ["eid", "name", "pid", "tid", "ts_ns", "dur_ns"]
+        both = pl.concat([self.trace.ops.select(cols), self.trace.runtime.select(cols)])
+        return both.join(pl.DataFrame({"eid": eids.cast(I64)}).unique(), on="eid", how="semi").sort("ts_ns")

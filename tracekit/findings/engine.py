@@ -1,0 +1,71 @@
+"""`run_findings(trace) -> FindingsResult`: run every enabled rule and rank what they find."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracekit.errors import UsageError
+from tracekit.findings.context import Context
+from tracekit.findings.model import SEVERITIES, SEVERITY_RANK, Clean, Finding, FindingsResult
+from tracekit.findings.registry import RULES, Config, Hit, Params, RuleSpec
+from tracekit.model import Trace
+
+
+def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
+                 rules: list[str] | None = None) -> FindingsResult:
+    """Run the registered rules (all, or those in `rules`) on one trace.
+
+    Findings are ranked by time lost, then severity, then rule id. A rule that raises is
+    reported in `errors` (with its message) instead of stopping the others. Disabled rules,
+    and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
+    """
+    cfg = config if isinstance(config, Config) else Config(config)
+    ctx = Context(trace)
+    chosen = list(RULES) if rules is None else rules
+    unknown = [r for r in chosen if r not in RULES]
+    if unknown:
+        raise UsageError(f"unknown rule(s): {', '.join(unknown)}")
+    found: list[Finding] = []
+    clean: list[Clean] = []
+    ran: list[str] = []
+    skipped: list[str] = []
+    errors: list[tuple[str, str]] = []
+    for rule_id in chosen:
+        spec, params = RULES[rule_id], cfg.params(rule_id)
+        if not params["enabled"] or _superseded(spec, chosen, cfg):
+            skipped.append(rule_id)
+            continue
+        ran.append(rule_id)
+        try:
+            hits = _as_list(spec.func(ctx, params))
+        except Exception as exc:  # noqa: BLE001  (one broken rule must not hide the others)
+            errors.append((rule_id, f"{type(exc).__name__}: {exc}"))
+            continue
+        if not hits:
+            clean.append(Clean(rule=rule_id, text=spec.clean_text(params)))
+        found.extend(_finding(spec, params, hit, ctx) for hit in hits)
+    found.sort(key=lambda f: (-f.time_lost_ns, SEVERITY_RANK[f.severity], f.rule))
+    return FindingsResult(findings=tuple(found), clean=tuple(clean), ran=tuple(ran), skipped=tuple(skipped),
+                          errors=tuple(errors), window_start_ns=ctx.window_start_ns, window_end_ns=ctx.window_end_ns)
+
+
+def _superseded(spec: RuleSpec, chosen: list[str], cfg: Config) -> bool:
+    other = spec.superseded_by
+    return other is not None and other in RULES and other in chosen and cfg.enabled(other)
+
+
+def _as_list(result: Hit | list[Hit] | tuple[Hit, ...] | None) -> list[Hit]:
+    if result is None:
+        return []
+    return [result] if isinstance(result, Hit) else list(result)
+
+
+def _finding(spec: RuleSpec, params: Params, hit: Hit, ctx: Context) -> Finding:
+    severity = hit.severity or spec.severity
+    if severity not in SEVERITIES:  # pragma: no cover (a rule's own mistake)
+        raise ValueError(f"rule {spec.id}: bad severity {severity!r}")
+    lost = max(0, int(hit.time_lost_ns))
+    thresholds = {k: v for k, v in params.items() if k != "enabled"}
+    return Finding(rule=spec.id, severity=severity, title=hit.title, time_lost_ns=lost, share=ctx.share(lost),
+                   evidence=tuple(hit.evidence), advice=hit.advice or spec.advice, thresholds=thresholds)

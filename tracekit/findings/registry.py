@@ -1,0 +1,164 @@
+"""The rule registry and the thresholds configuration.
+
+A rule is a function `(ctx: Context, p: Params) -> Hit | list[Hit] | None` registered with
+
+    @rule(id="gpu_gaps", severity="medium", nothing_found="No GPU gap over {min_gap_ns} ns.",
+          advice="...", min_gap_ns=1_000_000)
+    def gpu_gaps(ctx, p): ...
+
+Keyword arguments beyond the fixed ones are the rule's thresholds and their defaults
+(units in the names). Every rule also has `enabled` (default True). A `Config` overrides
+thresholds from a Python dict (`{"gpu_gaps.min_gap_ns": 5e6}` or
+`{"gpu_gaps": {"min_gap_ns": 5e6}}`) or from `rule.param=value` strings (the CLI's
+`--set`); values are converted to the default's type; unknown rules or thresholds are an
+error. Environment variables are never read.
+
+Other modules add rules by defining them in `tracekit/findings/rules/<name>.py` (every
+module there is imported by the package) or anywhere else that is imported before
+`run_findings` runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit.errors import UsageError
+from tracekit.findings.model import SEVERITIES, Evidence
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a rule returns per problem; the engine adds rule id, severity, share, thresholds."""
+
+    title: str
+    time_lost_ns: int
+    evidence: tuple[Evidence, ...] = ()
+    advice: str | None = None  # defaults to the rule's advice
+    severity: str | None = None  # defaults to the rule's severity
+
+
+class Params(dict):
+    """A rule's thresholds: a dict with attribute access (`p.min_gap_ns`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    severity: str
+    title: str  # what the rule detects, one line (docs, CLI listing)
+    advice: str
+    nothing_found: str  # may use {threshold} placeholders
+    defaults: dict[str, Any]
+    func: Callable[..., Any] = field(repr=False, compare=False)
+    superseded_by: str | None = None  # skipped when this rule runs in the same pass
+
+    def clean_text(self, params: Mapping[str, Any]) -> str:
+        try:
+            return self.nothing_found.format(**params)
+        except (KeyError, IndexError, ValueError):
+            return self.nothing_found
+
+
+RULES: dict[str, RuleSpec] = {}
+
+
+def rule(*, id: str, severity: str, title: str, advice: str, nothing_found: str, superseded_by: str | None = None,
+         **defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a rule function under `id` (see the module docstring).
+
+    `superseded_by`: the id of a more specific rule for the same problem; when that rule is
+    registered, enabled and run in the same pass, this one is skipped (no double report).
+    """
+    if severity not in SEVERITIES:
+        raise ValueError(f"rule {id}: severity must be one of {SEVERITIES}")
+
+    def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+        if id in RULES and RULES[id].func is not func:
+            raise ValueError(f"rule id {id!r} is already registered")
+        RULES[id] = RuleSpec(id=id, severity=severity, title=title, advice=advice, nothing_found=nothing_found,
+                             defaults={"enabled": True, **defaults}, func=func, superseded_by=superseded_by)
+        return func
+
+    return wrap
+
+
+class Config:
+    """Threshold overrides, validated against the registry."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, dict[str, Any]] = {}
+        for key, value in (overrides or {}).items():
+            if isinstance(value, Mapping):
+                for param, v in value.items():
+                    self._set(key, param, v)
+            else:
+                rule_id, _, param = key.partition(".")
+                self._set(rule_id, param, value)
+
+    @classmethod
+    def from_strings(cls, items: Iterable[str]) -> Config:
+        """From `rule.param=value` strings (JSON values; bare words are strings)."""
+        parsed: dict[str, Any] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            if not sep or "." not in key:
+                raise UsageError(f"--set expects rule.param=value, got {item!r}")
+            parsed[key.strip()] = _parse_value(text.strip())
+        return cls(parsed)
+
+    def params(self, rule_id: str) -> Params:
+        spec = RULES[rule_id]
+        return Params({**spec.defaults, **self._values.get(rule_id, {})})
+
+    def enabled(self, rule_id: str) -> bool:
+        return bool(self.params(rule_id)["enabled"])
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {k: dict(v) for k, v in self._values.items()}
+
+    def _set(self, rule_id: str, param: str, value: Any) -> None:
+        spec = RULES.get(rule_id)
+        if spec is None:
+            raise UsageError(f"unknown rule {rule_id!r} (rules: {', '.join(sorted(RULES))})")
+        if param not in spec.defaults:
+            raise UsageError(f"rule {rule_id!r} has no threshold {param!r} "
+                             f"(thresholds: {', '.join(sorted(spec.defaults))})")
+        self._values.setdefault(rule_id, {})[param] = _coerce(value, spec.defaults[param], f"{rule_id}.{param}")
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return value.lower() in ("true", "1", "yes", "on")
+            return bool(value)
+        if isinstance(default, int):
+            number = float(value)
+            if number != int(number):
+                raise ValueError(value)
+            return int(number)
+        if isinstance(default, float):
+            return float(value)
+        if isinstance(default, (list, tuple)):
+            return type(default)(value if isinstance(value, (list, tuple)) else str(value).split(","))
+        return str(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{key}: {value!r} is not a valid {type(default).__name__}") from None

@@ -1,0 +1,150 @@
+"""Rules about how the GPU spends the window: utilisation, gaps, streams, grids, outliers, FP32."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.analysis.breakdown import COMMUNICATION
+from tracekit.analysis.intervals import union_ns
+from tracekit.analysis.timeline import work_rows
+from tracekit.findings.context import Context
+from tracekit.findings.registry import Hit, Params, rule
+
+I64 = pl.Int64
+
+
+def _device_gaps(ctx: Context) -> pl.DataFrame:
+    g = ctx.gaps.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short"))
+    return g.with_columns(lane=pl.format("device {}", "device"), ts_ns=pl.col("start_ns"), dur_ns=pl.col("gap_ns"),
+                          eid=pl.col("next_eid"))
+
+
+@rule(id="low_gpu_utilisation", severity="medium",
+      title="The GPU is busy less than half of the window (TensorBoard profiler threshold)",
+      advice="Find what the GPU waits for (the `gpu_gaps`, `launch_bound` and `sync_in_loop` findings, "
+             "`tracekit gaps`): larger batches, fewer host syncs, CUDA graphs or torch.compile for "
+             "launch-bound loops, and overlapping data loading with compute.",
+      nothing_found="The GPU is busy at least {max_utilisation:.0%} of the window.", max_utilisation=0.5)
+def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
+    tl = ctx.step_timeline
+    if ctx.trace.gpu_work.is_empty() or tl.utilisation is None or tl.utilisation >= p.max_utilisation:
+        return None
+    where = "the profiler steps" if tl.window == "ProfilerStep" else "the span of GPU work"
+    gaps = _device_gaps(ctx).sort("gap_ns", descending=True).with_columns(
+        name=pl.format("GPU idle ({}) before {}", "cause", pl.col("next_name").fill_null("the window end")))
+    return Hit(title=f"GPU busy only {fmt.pct(tl.utilisation)} of {where} ({fmt.ns(tl.span_ns)}; threshold "
+                     f"{fmt.pct(p.max_utilisation, 0)})",
+               time_lost_ns=min(tl.idle_ns, ctx.window_ns), evidence=ctx.evidence(gaps))
+
+
+@rule(id="gpu_gaps", severity="medium", title="Long stretches with the GPU idle (nsys `gpu_gaps`)",
+      advice="Each gap names its cause and the op on the CPU when it opened: remove the sync, move CPU work "
+             "(data preparation, logging, checkpointing) off the critical loop, or overlap it with GPU work.",
+      nothing_found="No GPU gap of {min_gap_ns} ns or more (profiler overhead and the first/last gaps excluded).",
+      min_gap_ns=1_000_000)
+def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
+    gaps = _device_gaps(ctx).filter((pl.col("position") == "between") & (pl.col("cause") != "profiler_overhead")
+                                    & (pl.col("gap_ns") >= p.min_gap_ns))
+    if gaps.is_empty():
+        return None
+    top = gaps.sort("gap_ns", descending=True).with_columns(
+        name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
+    lost = int(gaps["gap_ns"].sum())
+    return Hit(title=f"{gaps.height} GPU gap(s) of {fmt.ns(p.min_gap_ns)} or more, {fmt.ns(lost)} in all "
+                     f"(longest {fmt.ns(int(gaps['gap_ns'].max()))}, mostly {top['cause'][0]})",
+               time_lost_ns=lost, evidence=ctx.evidence(top))
+
+
+@rule(id="stream_serialisation", severity="low", title="Work on several streams of a device never overlaps",
+      advice="Streams only help when their work can run at the same time: check the events and "
+             "`cudaStreamWaitEvent`s that order them (a wait on the wrong event, or a sync in between).",
+      nothing_found="No device with busy streams that never overlap (communication kernels are left to "
+                    "low_comm_overlap).",
+      min_stream_busy_ns=100_000, max_overlap_share=0.01)
+def stream_serialisation(ctx: Context, p: Params) -> list[Hit]:
+    work = work_rows(ctx.trace).filter(~pl.col("name").str.contains(COMMUNICATION))  # see low_comm_overlap
+    if work.is_empty():
+        return []
+    per = union_ns(work, by=["device", "stream"]).filter(pl.col("union_ns") >= p.min_stream_busy_ns)
+    busy = per.group_by("device").agg(streams=pl.len(), total=pl.col("union_ns").sum(),
+                                      smallest=pl.col("union_ns").min(), largest=pl.col("union_ns").max())
+    kept = work.join(per.select("device", "stream"), on=["device", "stream"], how="semi")
+    merged = union_ns(kept, by=["device"]).rename({"union_ns": "merged"})
+    rows = busy.filter(pl.col("streams") >= 2).join(merged, on="device").with_columns(
+        overlap=pl.col("total") - pl.col("merged"))
+    rows = rows.filter(pl.col("overlap") <= p.max_overlap_share * pl.col("smallest"))
+    hits = []
+    for r in rows.iter_rows(named=True):
+        first = kept.filter(pl.col("device") == r["device"]).sort("ts_ns").unique("stream", keep="first")
+        hits.append(Hit(title=f"Device {r['device']}: {r['streams']} busy streams never overlap "
+                              f"({fmt.ns(r['total'])} of work, {fmt.ns(r['overlap'])} overlapped)",
+                        time_lost_ns=int(r["total"] - r["largest"]),
+                        evidence=ctx.evidence(first.with_columns(dur_ns=pl.col("end_ns") - pl.col("ts_ns")))))
+    return hits
+
+
+@rule(id="tiny_grids", severity="medium", title="Kernels launch fewer blocks than the GPU has SMs",
+      advice="A grid smaller than the SM count leaves SMs idle: batch more work per launch (larger batch, "
+             "fused or horizontally batched kernels, split-K GEMMs) or run small kernels concurrently.",
+      nothing_found="Kernels with fewer blocks than SMs take under {min_share:.0%} of kernel time.",
+      min_share=0.1)
+def tiny_grids(ctx: Context, p: Params) -> Hit | None:
+    occ = ctx.occupancy.filter(pl.col("sm_efficiency").is_not_null())
+    total = int(occ["dur_ns"].sum() or 0)
+    tiny = occ.filter(pl.col("sm_efficiency") < 1)
+    if total == 0 or tiny.is_empty() or tiny["dur_ns"].sum() < p.min_share * total:
+        return None
+    lost = int((tiny["dur_ns"] * (1 - tiny["sm_efficiency"])).sum())
+    names = tiny.group_by("name").agg(ns=pl.col("dur_ns").sum(), blocks=pl.col("grid_blocks").median(),
+                                      first=pl.col("eid").first()).sort("ns", descending=True)
+    rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort("ns", descending=True)
+    return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
+                     f"({tiny.height} launches, {names.height} kernels)",
+               time_lost_ns=lost, evidence=ctx.evidence(rows, note=pl.format("median {} blocks", "blocks")))
+
+
+@rule(id="kernel_outliers", severity="low", title="Calls of the same kernel much slower than its median",
+      advice="Same kernel, same work, different time: look at what ran beside the slow calls (other streams, "
+             "communication, clock throttling, the profiler) or at changing input shapes.",
+      nothing_found="No kernel with calls over median + {mad_k} x MAD (at least {min_calls} calls).",
+      min_calls=10, mad_k=5.0, min_excess_ratio=0.5, min_share=0.001)
+def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
+    k = ctx.trace.kernels.select("eid", "name", "device", "stream", "ts_ns", "dur_ns")
+    med = pl.col("dur_ns").median().over("name")
+    k = k.with_columns(_n=pl.len().over("name"), _med=med).with_columns(
+        _mad=(pl.col("dur_ns") - pl.col("_med")).abs().median().over("name"))
+    limit = pl.col("_med") + pl.max_horizontal(p.mad_k * pl.col("_mad"), p.min_excess_ratio * pl.col("_med"))
+    out = k.filter((pl.col("_n") >= p.min_calls) & (pl.col("dur_ns") > limit)).with_columns(
+        excess=(pl.col("dur_ns") - pl.col("_med")).cast(I64))
+    lost = int(out["excess"].sum() or 0)
+    if out.is_empty() or ctx.share(lost) < p.min_share:
+        return None
+    top = out.sort("excess", descending=True)
+    return Hit(title=f"{out.height} kernel call(s) of {out['name'].n_unique()} kernel(s) run far over their median, "
+                     f"{fmt.ns(lost)} over in all",
+               time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("median {} ns", pl.col("_med").cast(I64))))
+
+
+@rule(id="fp32_gemm", severity="medium", title="GEMM/conv kernels run in FP32 on CUDA cores",
+      advice="Use bf16/fp16 (torch.autocast) or at least TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+             "torch.set_float32_matmul_precision('high')) so these run on tensor cores.",
+      nothing_found="No FP32 (non-tensor-core) GEMM or conv kernel where tensor cores are available.",
+      expected_speedup=4.0, min_share=0.01)
+def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
+    links = ctx.links.filter(pl.col("cat") == "kernel")
+    simt = (pl.col("kernel_class").is_in(["gemm", "conv"]) & (pl.col("tensor_cores") == False)
+            & ~pl.col("precision").is_in(["tf32", "fp16", "bf16", "fp8", "int8"]).fill_null(False))
+    rows = links.filter(simt)
+    devices = ctx.trace.meta.devices
+    has_tc = bool((devices["compute_major"] >= 7).any()) if devices.height else False
+    half_inputs = ctx.nested.filter(pl.col("input_types").str.contains("BFloat16|Half").fill_null(False))
+    rows = rows if has_tc else rows.join(half_inputs.select(op_eid="eid"), on="op_eid", how="semi")
+    gpu_ns = int(rows["dur_ns"].sum() or 0)
+    lost = int(gpu_ns * (1 - 1 / p.expected_speedup))
+    if rows.is_empty() or ctx.share(gpu_ns) < p.min_share:
+        return None
+    top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
+    return Hit(title=f"{rows.height} FP32 GEMM/conv kernel launches on CUDA cores take {fmt.ns(gpu_ns)} "
+                     f"({fmt.pct(ctx.share(gpu_ns))} of the window)",
+               time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("launched by {}", "op_name")))
