@@ -16,5 +16,20 @@ __all__ = [
     "load",
     "loads",
     "load_ranks",
+    "analyse",
+    "run_batch",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """`tracekit.analyse` and `tracekit.run_batch`, imported on first use."""
+    if name == "analyse":
+        from tracekit.analyse import analyse
+
+        return analyse
+    if name == "run_batch":
+        from tracekit.batch import run_batch
+
+        return run_batch
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

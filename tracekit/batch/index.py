@@ -1,0 +1,208 @@
+"""The batch's `index.html`: one sortable, filterable row per trace, linked to its report,
+and trend charts over capture time. Values are formatted here; the template only lays out.
+
+Charts are server-side SVG (`TrendChart`: coordinates computed here, drawn by the
+template). They appear when at least two traces carry a capture time (the capture
+metadata's `created`, or Kineto's `baseTimeNanoseconds`) and a value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tracekit import __version__
+from tracekit import format as fmt
+from tracekit.batch.schema import IDLE_CAUSES
+from tracekit.render.html import render_page
+from tracekit.report.tables import frame_table
+
+W, H, LEFT, RIGHT, TOP, BOTTOM = 1000.0, 220.0, 70.0, 20.0, 12.0, 28.0
+CLIP = 40  # characters of a kernel name or error shown in the table (in full: summary.parquet, errors table)
+
+SUMMARY_COLUMNS = [
+    ("name", "trace", "text", "file name + a hash of (source, content); links to the trace's report"),
+    ("captured", "captured (UTC)", "text"),
+    ("devices", "devices", "text"),
+    ("model", "model", "text"),
+    ("steps", "steps", "count"),
+    ("step_median_ns", "median step", "ns", "median ProfilerStep CPU duration"),
+    ("gpu_utilisation", "GPU util.", "pct", "busy / span, summed over devices"),
+    ("idle_ns", "GPU idle", "ns"),
+    ("top_idle_cause", "main idle cause", "text"),
+    ("top_kernel", "top kernel", "text"),
+    ("top_kernel_share", "its share", "pct"),
+    ("attention_backend", "attention", "text"),
+    ("findings_high", "high findings", "count"),
+    ("critical_path_verdict", "critical path", "text"),
+    ("load_warnings", "load warnings", "count"),
+    ("error", "error", "text"),
+]
+RANK_COLUMNS = [
+    ("name", "job", "text"),
+    ("rank", "rank", "count"),
+    ("step_median_ns", "median step", "ns"),
+    ("gpu_utilisation", "GPU util.", "pct"),
+    ("compute_ns", "compute", "ns"),
+    ("communication_ns", "exposed comm.", "ns"),
+    ("overlap_share", "comm. overlapped", "pct"),
+    ("work_per_step_ns", "work / step", "ns"),
+    ("lag_ns", "lag vs median", "ns"),
+    ("wait_ns", "waits for slowest", "ns"),
+    ("straggler", "straggler", "bool"),
+]
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    title: str
+
+
+@dataclass(frozen=True)
+class TrendChart:
+    id: str
+    title: str
+    width: float
+    height: float
+    left: float
+    bottom: float  # y of the x axis
+    points: list[Point]
+    polyline: str  # "x,y x,y ..." in time order
+    y_ticks: list[tuple[float, str]]  # (y, label)
+    x_ticks: list[tuple[float, str, str]]  # (x, label, text-anchor)
+
+
+def render_index(result: Any) -> str:
+    """The page for a `BatchResult`."""
+    return render_page("batch_index.html.j2", **index_context(result))
+
+
+def index_context(result: Any) -> dict[str, Any]:
+    s = result.summary
+    shown = s.with_columns(
+        captured=pl.col("captured_at").dt.strftime("%Y-%m-%d %H:%M"),
+        top_idle_cause=top_idle_cause(s),
+        top_kernel=clip(pl.col("top_kernel"), CLIP),
+        error=clip(pl.col("error"), CLIP),
+    ).sort(pl.col("error").is_not_null(), "source")
+    table = frame_table("traces", f"Traces ({s.height})", shown, SUMMARY_COLUMNS, limit=None)
+    errors = s.filter(pl.col("error").is_not_null())  # unclipped
+    return {
+        "title": f"tracekit batch: {s.height} traces",
+        "facts": [
+            ("traces", fmt.count(s.height)),
+            ("analysed by this run", fmt.count(result.analysed)),
+            ("from the cache", fmt.count(result.cached)),
+            ("failed", fmt.count(result.failed)),
+        ],
+        "traces": table,
+        "links": shown["report"].to_list(),
+        "errors": frame_table(
+            "errors",
+            f"Traces that could not be analysed ({errors.height})",
+            errors,
+            [("name", "trace", "text"), ("source", "source", "text"), ("error", "error", "text")],
+            limit=None,
+        )
+        if errors.height
+        else None,
+        "ranks": frame_table("ranks", "Ranks side by side", result.ranks, RANK_COLUMNS, limit=None)
+        if result.ranks.height
+        else None,
+        "charts": trend_charts(s),
+        "notes": list(result.notes),
+        "generator": f"tracekit {__version__}",
+    }
+
+
+def clip(text: pl.Expr, width: int) -> pl.Expr:
+    return pl.when(text.str.len_chars() > width).then(text.str.slice(0, width - 1) + "…").otherwise(text)
+
+
+def top_idle_cause(summary: pl.DataFrame) -> pl.Expr:
+    """The idle cause with the most time (null when the trace has no idle time)."""
+    cols = [f"idle_{c}_ns" for c in IDLE_CAUSES]
+    best = pl.max_horizontal(cols)
+    expr = pl.lit(None, pl.String)
+    for cause, col in reversed(list(zip(IDLE_CAUSES, cols, strict=True))):
+        expr = pl.when((pl.col(col) == best) & (best > 0)).then(pl.lit(cause)).otherwise(expr)
+    return expr
+
+
+def trend_charts(summary: pl.DataFrame) -> list[TrendChart]:
+    specs: list[tuple[str, str, str, Callable[[Any], str], bool]] = [
+        ("trend-util", "GPU utilisation over capture time", "gpu_utilisation", fmt.pct, True),
+        ("trend-step", "Median step time over capture time", "step_median_ns", fmt.ns, False),
+        ("trend-idle", "GPU idle time over capture time", "idle_ns", fmt.ns, False),
+    ]
+    charts = []
+    for id_, title, col, formatter, unit_range in specs:
+        rows = summary.filter(pl.col("captured_at").is_not_null() & pl.col(col).is_not_null()).sort(
+            "captured_at"
+        )
+        if rows.height >= 2:
+            data = [
+                (r["captured_at"], float(r[col]), r["name"])
+                for r in rows.select("captured_at", col, "name").iter_rows(named=True)
+            ]
+            charts.append(trend_chart(id_, title, data, formatter, top=1.0 if unit_range else None))
+    return charts
+
+
+def trend_chart(
+    id_: str,
+    title: str,
+    data: list[tuple[dt.datetime, float, str]],
+    formatter: Callable[[Any], str],
+    *,
+    top: float | None = None,
+) -> TrendChart:
+    """Points (time, value, name) -> chart coordinates, axis ticks and hover titles."""
+    t0, t1 = data[0][0].timestamp(), data[-1][0].timestamp()
+    y_max = top if top is not None else max(v for _, v, _ in data) * 1.05 or 1.0
+    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(t: float) -> float:
+        return LEFT + (plot_w * (t - t0) / (t1 - t0) if t1 > t0 else plot_w / 2)
+
+    def y(v: float) -> float:
+        return TOP + plot_h * (1 - min(v, y_max) / y_max)
+
+    points = [
+        Point(x(t.timestamp()), y(v), f"{name}: {formatter(v)} at {t:%Y-%m-%d %H:%M} UTC")
+        for t, v, name in data
+    ]
+    y_ticks = [(y(y_max * i / 4), formatter(y_max * i / 4)) for i in range(5)]
+    span = t1 - t0
+    stamp = "%Y-%m-%d" if span > 3 * 86400 else "%m-%d %H:%M"
+    anchors = ("start", "middle", "middle", "middle", "end")
+    x_ticks = (
+        [
+            (
+                x(t0 + span * i / 4),
+                dt.datetime.fromtimestamp(t0 + span * i / 4, dt.UTC).strftime(stamp),
+                anchors[i],
+            )
+            for i in range(5)
+        ]
+        if span > 0
+        else [(x(t0), data[0][0].strftime(stamp), "middle")]
+    )
+    return TrendChart(
+        id=id_,
+        title=title,
+        width=W,
+        height=H,
+        left=LEFT,
+        bottom=H - BOTTOM,
+        points=points,
+        polyline=" ".join(f"{p.x:.1f},{p.y:.1f}" for p in points),
+        y_ticks=y_ticks,
+        x_ticks=x_ticks,
+    )

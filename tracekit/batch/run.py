@@ -1,0 +1,343 @@
+"""`run_batch`: every trace of an archive analysed once, in parallel, resumable.
+
+The main process lists the sources, hashes each one's bytes (sha256), serves what the
+cache already holds, and hands the rest to an executor: a local `ProcessPoolExecutor`
+(spawn), a Dask cluster (`dask://HOST:PORT`), any `concurrent.futures.Executor`, or
+in-line when `jobs=1`. At most two jobs per worker are in flight, so pending work holds
+paths, not traces. Each result is written to the cache as soon as it arrives; the tables
+are built from the rows at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit import format as fmt
+from tracekit.batch import schema as S
+from tracekit.batch.sources import Item, Job, expand, prepare, safe_name
+from tracekit.batch.store import Store
+from tracekit.batch.worker import error_entry, fingerprint, message, one_line, run_job
+from tracekit.errors import TraceError, UsageError
+
+Progress = Callable[[int, int, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The batch's tables (schemas in `tracekit.batch.schema`, documented in docs/batch.md)."""
+
+    summary: pl.DataFrame  # one row per trace (or rank group)
+    kernel_classes: pl.DataFrame  # per trace x kernel class
+    findings: pl.DataFrame  # per trace x finding
+    ranks: pl.DataFrame  # per rank group x rank (group_ranks=True)
+    analysed: int  # results computed by this run
+    cached: int  # rows served from OUTDIR/.cache
+    failed: int  # rows with an error
+    seconds: float
+    out_dir: Path | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def line(self) -> str:
+        """One line for the end of a run."""
+        where = f" -> {self.out_dir / 'index.html'}" if self.out_dir else ""
+        return (
+            f"tracekit batch: {self.summary.height} traces ({self.analysed} analysed, {self.cached} cached, "
+            f"{self.failed} failed) in {fmt.ns(self.seconds * 1e9)}{where}"
+        )
+
+
+def run_batch(
+    sources: Any,
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    executor: Executor | str | None = None,
+    group_ranks: bool = False,
+    reports: bool = False,
+    progress: Progress | None = None,
+) -> BatchResult:
+    """Analyse every trace named by `sources` (paths, directories, globs, fsspec URLs).
+
+    With `out_dir`, results are cached there by content hash (a rerun analyses only new
+    bytes) and the tables, `index.html` and, with `reports`, one HTML report per trace are
+    written there. `progress(done, total, row)` is called as each row is ready.
+    """
+    started = time.perf_counter()
+    if reports and out_dir is None:
+        raise UsageError("per-trace reports need an output folder (out_dir)")
+    if jobs is not None and jobs < 1:
+        raise UsageError("jobs must be at least 1")
+    items = expand(sources, group_ranks=group_ranks)
+    if not items:
+        raise UsageError(
+            f"no trace files found in {sources if isinstance(sources, (str, os.PathLike)) else list(sources)}"
+        )
+    store = Store(out_dir) if out_dir is not None else None
+    runner = Runner(
+        store, reports=reports and report_builder_available(), progress=progress, total=len(items)
+    )
+    with open_executor(executor, jobs, tasks=len(items)) as (pool, limit):
+        runner.run(items, pool, limit)
+    notes = runner.notes(reports_wanted=reports)
+    result = runner.result(time.perf_counter() - started, store, notes)
+    if store is not None:
+        write_outputs(store, result)
+    return result
+
+
+class Runner:
+    """The state of one run: rows so far, and the jobs waiting on each content hash."""
+
+    def __init__(self, store: Store | None, *, reports: bool, progress: Progress | None, total: int) -> None:
+        self.store, self.reports, self.progress, self.total = store, reports, progress, total
+        self.fingerprint = fingerprint()
+        self.summary: list[dict[str, Any]] = []
+        self.classes: list[dict[str, Any]] = []
+        self.findings: list[dict[str, Any]] = []
+        self.ranks: list[dict[str, Any]] = []
+        self.analysed = self.cached = 0
+        self.waiting: dict[str, list[Job]] = {}
+
+    def run(self, items: list[Item], pool: Executor, limit: int) -> None:
+        in_flight: dict[Future, str] = {}
+        for item in items:
+            job = self.prepare(item)
+            if job is None:
+                continue
+            if job.content_hash in self.waiting:
+                self.waiting[job.content_hash].append(job)
+                continue
+            entry = self.from_cache(job)
+            if entry is not None:
+                self.cached += 1
+                self.emit(job, entry)
+                continue
+            self.waiting[job.content_hash] = [job]
+            while len(in_flight) >= limit:
+                self.collect(in_flight, timeout=None)
+            self.submit(pool, job, in_flight)
+            self.collect(in_flight, timeout=0)
+        while in_flight:
+            self.collect(in_flight, timeout=None)
+
+    def submit(self, pool: Executor, job: Job, in_flight: dict[Future, str]) -> None:
+        try:
+            in_flight[pool.submit(run_job, job)] = job.content_hash
+        except Exception as exc:  # noqa: BLE001  (e.g. a broken pool: this job fails, the batch goes on)
+            self.finish(job.content_hash, worker_failed(exc))
+
+    def prepare(self, item: Item) -> Job | None:
+        try:
+            return prepare(item, report=self.reports)
+        except TraceError as exc:
+            row = {
+                "name": safe_name(item, None),
+                "source": item.source,
+                "kind": "ranks" if item.group else "trace",
+                "error": message(exc),
+            }
+            self.add_row(row)
+            return None
+
+    def from_cache(self, job: Job) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        entry = self.store.get(job.content_hash, self.fingerprint)
+        if entry is None:
+            return None
+        wants_report = self.reports and not job.group and not entry["summary"].get("error")
+        if wants_report and not self.store.path(report_path(job)).exists():
+            return None  # analyse again: the report is made from the loaded trace
+        return entry
+
+    def collect(self, in_flight: dict[Future, str], *, timeout: float | None) -> None:
+        done, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        for fut in done:
+            content_hash = in_flight.pop(fut)
+            try:
+                entry = fut.result()
+            except Exception as exc:  # noqa: BLE001  (a dead worker fails its job, not the batch)
+                entry = worker_failed(exc)
+            self.finish(content_hash, entry)
+
+    def finish(self, content_hash: str, entry: dict[str, Any]) -> None:
+        self.analysed += 1
+        if self.store is not None and entry.get("cacheable"):
+            self.store.put(content_hash, entry)
+        for job in self.waiting.pop(content_hash, []):
+            if self.store is not None and entry.get("report_html"):
+                self.store.write_text(report_path(job), entry["report_html"])
+            self.emit(job, entry)
+
+    def emit(self, job: Job, entry: dict[str, Any]) -> None:
+        src = {"name": job.name, "source": job.source, "content_hash": job.content_hash}
+        has_report = self.store is not None and not job.group and self.store.path(report_path(job)).exists()
+        kind = "ranks" if job.group else "trace"
+        self.add_row(
+            {
+                "kind": kind,
+                **entry["summary"],
+                **src,
+                "file_bytes": job.size_bytes,
+                "report": report_path(job) if has_report else None,
+            }
+        )
+        self.classes += [{**r, **src} for r in entry.get("classes", [])]
+        self.findings += [{**r, **src} for r in entry.get("findings", [])]
+        self.ranks += [{**r, **src} for r in entry.get("ranks", [])]
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        self.summary.append(row)
+        if self.progress is not None:
+            self.progress(len(self.summary), self.total, row)
+
+    def notes(self, *, reports_wanted: bool) -> tuple[str, ...]:
+        out = []
+        if reports_wanted and not self.reports:
+            out.append(
+                "per-trace reports skipped: this tracekit has no report builder (tracekit.report.build)"
+            )
+        found = {
+            n
+            for r in self.summary
+            for n in (r.get("analysis_notes") or "").split("; ")
+            if "not available" in n
+        }
+        return tuple(out + sorted(found))
+
+    def result(self, seconds: float, store: Store | None, notes: tuple[str, ...]) -> BatchResult:
+        summary = S.frame(self.summary, S.SUMMARY_SCHEMA).sort("source", "name")
+        return BatchResult(
+            summary=summary,
+            kernel_classes=S.frame(self.classes, S.CLASSES_SCHEMA).sort(
+                "source", "total_ns", descending=[False, True]
+            ),
+            findings=S.frame(self.findings, S.FINDINGS_SCHEMA).sort(
+                "source", "rank", "time_lost_ns", descending=[False, False, True], nulls_last=True
+            ),
+            ranks=S.frame(self.ranks, S.RANKS_SCHEMA).sort("source", "rank"),
+            analysed=self.analysed,
+            cached=self.cached,
+            failed=int(summary["error"].is_not_null().sum()),
+            seconds=seconds,
+            out_dir=store.root if store is not None else None,
+            notes=notes,
+        )
+
+
+def worker_failed(exc: BaseException) -> dict[str, Any]:
+    """A job whose worker died or could not be reached: an error row, not cached (retried next run)."""
+    return error_entry(f"worker failed: {type(exc).__name__}: {one_line(str(exc))}", cacheable=False)
+
+
+def report_path(job: Job) -> str:
+    return f"reports/{job.name}.html"
+
+
+def report_builder_available() -> bool:
+    try:
+        import tracekit.render.html  # noqa: F401
+        import tracekit.report.build  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class InlineExecutor(Executor):
+    """Runs each job at once in this process (`jobs=1`): no pool, no pickling."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001  (delivered through the future, like a pool would)
+            fut.set_exception(exc)
+        return fut
+
+
+@contextlib.contextmanager
+def open_executor(
+    executor: Executor | str | None, jobs: int | None, *, tasks: int | None = None
+) -> Iterator[tuple[Executor, int]]:
+    """(executor, how many jobs may be in flight); pools opened here are closed here.
+
+    The local pool has `jobs` processes (default: the CPUs this process may use), never more
+    than `tasks`; one process means in-line.
+    """
+    if isinstance(executor, Executor):
+        yield executor, 2 * _workers(executor)
+        return
+    if isinstance(executor, str):
+        with _dask(executor) as pair:
+            yield pair
+        return
+    if executor is not None:
+        raise UsageError(
+            f"executor must be a concurrent.futures.Executor or 'dask://HOST:PORT', not {executor!r}"
+        )
+    n = min(jobs or default_jobs(), tasks or sys.maxsize)
+    if n <= 1:
+        yield InlineExecutor(), 1
+        return
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield pool, 2 * n
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _dask(address: str) -> Iterator[tuple[Executor, int]]:
+    if not address.startswith("dask://"):
+        raise UsageError(f"unknown executor {address!r}: expected dask://HOST:PORT")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--executor dask://... needs Dask: pip install 'tracekit[cluster]'") from None
+    try:
+        client = Client("tcp://" + address[len("dask://") :], timeout=30)
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        yield client.get_executor(), 2 * max(1, sum(client.nthreads().values()))
+    finally:
+        client.close()
+
+
+def _workers(executor: Executor) -> int:
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return int(getattr(executor, "_max_workers", 0) or 8)
+
+
+def write_outputs(store: Store, result: BatchResult) -> None:
+    """The tables and the index page; each file atomically."""
+    from tracekit.batch.index import render_index
+
+    store.write_frame("summary.parquet", result.summary)
+    store.write_frame("summary.csv", result.summary)
+    store.write_frame("kernel_classes.parquet", result.kernel_classes)
+    store.write_frame("findings.parquet", result.findings)
+    store.write_frame("ranks.parquet", result.ranks)
+    store.write_text("index.html", render_index(result))

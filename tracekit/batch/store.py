@@ -1,0 +1,116 @@
+"""The output folder: a content-hash cache of results, and atomic writes that stay inside it.
+
+Layout of OUTDIR:
+
+    .cache/<sha256>.json   one result entry per analysed content (trace bytes or rank group)
+    reports/<name>.html    per-trace reports (--reports)
+    summary.parquet, summary.csv, kernel_classes.parquet, findings.parquet, ranks.parquet
+    index.html
+
+Every file is written to a temporary name in its final folder and renamed over the target
+(`os.replace`, atomic on POSIX), so a reader or an interrupted run never sees half a file.
+Every path is checked to resolve inside OUTDIR; names come from `sources.safe_name`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit.errors import UsageError
+
+HASH = re.compile(r"^[0-9a-f]{64}$")
+TEMP_PREFIX = ".tracekit-tmp-"
+STALE_TEMP_S = 3600
+
+
+class Store:
+    """Cache lookups and atomic writes under one output folder."""
+
+    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+        self.root = Path(out_dir).resolve()
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(f"{out_dir} exists and is not a directory")
+        self.cache_dir = self.root / ".cache"
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(self.cache_dir)
+        umask = os.umask(0)
+        os.umask(umask)
+        self.mode = 0o666 & ~umask  # what open() would give; mkstemp's 0600 is too strict
+
+    def path(self, relative: str) -> Path:
+        """OUTDIR/relative, refused when it would land outside OUTDIR."""
+        target = (self.root / relative).resolve()
+        if not target.is_relative_to(self.root) or target == self.root:
+            raise UsageError(f"refusing to write outside the output folder: {relative!r}")
+        return target
+
+    # -- cache ------------------------------------------------------------------------
+    def get(self, content_hash: str, fingerprint: str) -> dict[str, Any] | None:
+        """The cached entry for this content, when written by the same kind of tracekit."""
+        if not HASH.match(content_hash):
+            return None
+        try:
+            entry = json.loads((self.cache_dir / f"{content_hash}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        ok = isinstance(entry, dict) and entry.get("fingerprint") == fingerprint and "summary" in entry
+        return entry if ok else None
+
+    def put(self, content_hash: str, entry: dict[str, Any]) -> None:
+        if not HASH.match(content_hash):
+            raise UsageError(f"not a sha256 digest: {content_hash!r}")
+        kept = {k: v for k, v in entry.items() if k not in ("report_html", "cacheable")}
+        text = json.dumps(kept, ensure_ascii=False, sort_keys=True)
+        self.write_bytes(f".cache/{content_hash}.json", text.encode("utf-8"))
+
+    def cached_hashes(self) -> set[str]:
+        return {p.stem for p in self.cache_dir.glob("*.json") if HASH.match(p.stem)}
+
+    # -- atomic writes ----------------------------------------------------------------
+    def write_bytes(self, relative: str, data: bytes) -> Path:
+        return self._atomic(relative, lambda fh, _tmp: fh.write(data))
+
+    def write_text(self, relative: str, text: str) -> Path:
+        return self.write_bytes(relative, text.encode("utf-8"))
+
+    def write_frame(self, relative: str, frame: pl.DataFrame) -> Path:
+        """A frame as Parquet or CSV (by the name's suffix)."""
+        if relative.endswith(".csv"):
+            return self._atomic(relative, lambda fh, _tmp: frame.write_csv(fh))
+        return self._atomic(relative, lambda fh, _tmp: frame.write_parquet(fh))
+
+    def _atomic(self, relative: str, write: Callable[[Any, Path], Any]) -> Path:
+        target = self.path(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+        try:
+            os.fchmod(fd, self.mode)
+            with os.fdopen(fd, "wb") as fh:
+                write(fh, Path(tmp))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+
+def _remove_stale_temps(folder: Path) -> None:
+    """Temp files left by a killed run (older than an hour, so a concurrent run's are kept)."""
+    cutoff = time.time() - STALE_TEMP_S
+    for p in folder.glob(f"{TEMP_PREFIX}*"):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+        except OSError:
+            pass
