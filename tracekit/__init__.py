@@ -16,18 +16,13 @@ __all__ = [
     "load",
     "loads",
     "load_ranks",
-    "analyse",
     "run_batch",
     "__version__",
 ]
 
 
 def __getattr__(name: str):
-    """`tracekit.analyse` and `tracekit.run_batch`, imported on first use."""
-    if name == "analyse":
-        from tracekit.analyse import analyse
-
-        return analyse
+    """`tracekit.run_batch`, imported on first use (it pulls in the report and batch code)."""
     if name == "run_batch":
         from tracekit.batch import run_batch
 
