@@ -43,3 +43,11 @@ def count(n: int | float | str | None) -> str:
     if isinstance(n, float):
         return f"{n:,.0f}" if n == int(n) else f"{n:,.2f}"
     return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+_CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 127]}
+
+
+def printable(text: str) -> str:
+    """Text safe to print to a terminal: control characters (ESC included) shown as \\xNN."""
+    return text.translate(_CONTROL)

@@ -7,12 +7,14 @@ Sub-commands live in their own modules and are imported only when used, so
 from __future__ import annotations
 
 import importlib
+import io
 import sys
 
 import click
 
 from tracekit import __version__
 from tracekit.errors import TraceError
+from tracekit.format import printable
 
 # name -> "module:attribute" of a click command
 COMMANDS: dict[str, str] = {
@@ -70,9 +72,41 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+class _PrintableOut(io.TextIOBase):
+    """stdout that shows control characters from trace strings as \\xNN instead of obeying them."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        return self.inner.write(printable(text))
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.inner, "encoding", "utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; bad input exits 2 with one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
+    stdout = sys.stdout
+    sys.stdout = _PrintableOut(stdout)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(args: list[str]) -> int:
     debug = "--debug" in args
     try:
         rc = cli.main(args=args, prog_name="tracekit", standalone_mode=False)
@@ -82,10 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     except click.Abort:
         click.echo("tracekit: aborted", err=True)
         return 130
+    except click.UsageError as exc:
+        if debug:
+            raise
+        where = f" (see 'tracekit {exc.ctx.command_path.split(' ', 1)[-1]} --help')" if exc.ctx and " " in exc.ctx.command_path else ""
+        click.echo(f"tracekit: error: {_one_line(exc.format_message())}{where}", err=True)
+        return 2
     except click.ClickException as exc:
         if debug:
             raise
-        exc.show()
+        click.echo(f"tracekit: error: {_one_line(exc.format_message())}", err=True)
         return 2 if exc.exit_code in (1, 2) else exc.exit_code
     except TraceError as exc:
         if debug:
@@ -106,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500]
+    return printable(" ".join(text.split())[:500])
 
 
 if __name__ == "__main__":  # pragma: no cover

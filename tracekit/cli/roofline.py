@@ -11,7 +11,7 @@ from tracekit import format as fmt
 from tracekit.analysis.ceilings import load_ceilings_file
 from tracekit.analysis.roofline import RooflineResult, roofline_findings
 from tracekit.analysis.roofline import roofline as analyse
-from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.cli.common import write_output, clip, emit_json, json_opt, load_trace, table, trace_arg
 from tracekit.render.roofline_svg import roofline_svg
 
 ROW_COLUMNS = ["name", "input_dims", "compute_dtype", "causal", "calls", "gpu_ns", "flops", "bytes",
@@ -45,7 +45,7 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
     findings = roofline_findings(result)
     if svg_file:
         svg = roofline_svg(result, title=f"Roofline: {Path(trace).name}")
-        Path(svg_file).write_text(svg, encoding="utf-8")
+        write_output(svg_file, svg)
     if as_json:
         emit_json(_json(trace, result, findings, top))
         return
