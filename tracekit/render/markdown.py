@@ -58,7 +58,7 @@ def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int =
     if not report.findings:
         lines.append(md(report.extra.get("findings_empty", "No findings above their thresholds.")))
     lines.append("")
-    wanted = [t for s in report.sections for t in s.tables if not tables or t.id in tables]
+    wanted = [t for s in report.sections for t in s.tables if t.rows and (not tables or t.id in tables)]
     for t in wanted:
         lines += table(t, rows)
     lines.append(f"_{md(report.generator)}_")

@@ -148,8 +148,12 @@ def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
     trace = a.trace
     dev = a.timeline.devices
     if dev.is_empty():
-        return None
-    t0, t1 = int(dev["start_ns"].min()), int(dev["end_ns"].max())
+        cpu = trace.ops.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
+        if cpu.is_empty():
+            return None
+        t0, t1 = int(cpu["ts_ns"].min()), int(cpu["end_ns"].max())
+    else:
+        t0, t1 = int(dev["start_ns"].min()), int(dev["end_ns"].max())
     tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts)]
     zoom = _zoom_window(a, opts.zoom)
     if zoom is not None:
@@ -173,7 +177,9 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
     steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
     bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first").sort("start_ns")
     legend = [(f"c-{k}", v) for k, v in GPU_CLASSES.items()] + [(f"c-{k}", v) for k, v in CPU_CLASSES.items()] \
-        + [(f"c-gap-{k}", f"idle: {v}") for k, v in sections.CAUSE_LABELS.items()]
+        + [(f"c-gap-{k}", f"idle: {v}") for k, v in sections.CAUSE_LABELS.items()] \
+        + [("c-cp-gpu", "path: GPU work"), ("c-cp-cpu", "path: CPU work"), ("c-cp-launch", "path: launch overhead"),
+           ("c-cp-sync", "path: sync wait"), ("c-cp-idle", "path: idle")]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,
                           legend=legend, window=f"{fmt.ns(t1 - t0)} from {fmt.ns(0)}")
 

@@ -34,6 +34,8 @@ def evidence_text(e: Any) -> str:
 
 def recoverable_ns(a: Analysis) -> int | None:
     """The largest single what-if saving on the critical path (an upper bound for one change)."""
+    if a.timeline.devices.is_empty():
+        return None  # the what-ifs are about GPU waiting; without GPU work they say nothing
     whatifs = _whatifs(a)
     return max((w.saved_ns for w in whatifs), default=None) if whatifs else None
 

@@ -26,7 +26,9 @@ def _bars(id: str, title: str, items: list[tuple[str, int, str]], *, total: int,
     return BarChart(id=id, title=title, bars=bars, stacked=stacked, note=note)
 
 
-def gpu_section(a: Analysis, *, top: int) -> Section:
+def gpu_section(a: Analysis, *, top: int) -> Section | None:
+    if a.timeline.devices.is_empty():
+        return None
     bd = a.breakdown
     charts = []
     if bd.span_ns:
@@ -81,7 +83,9 @@ def ops_section(a: Analysis, *, top: int) -> Section:
                          "(or by time containment on older traces). Inclusive GPU time counts work launched by children.")
 
 
-def gaps_section(a: Analysis, *, top: int) -> Section:
+def gaps_section(a: Analysis, *, top: int) -> Section | None:
+    if a.timeline.devices.is_empty():
+        return None
     g = a.gaps
     items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
     charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
