@@ -52,6 +52,7 @@ import polars as pl
 from tracekit.analysis import intervals
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
 from tracekit.model import Trace
@@ -60,10 +61,9 @@ I64, F64, STR = pl.Int64, pl.Float64, pl.String
 DEFAULT_MIN_GAP_NS = 1_000
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
           "before_first", "after_last", "other", "short")
-# host calls that block until GPU work is done; `Memcpy` calls count unless named `…Async…`
-BLOCKING_CALL = (
-    r"^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize|^(cuda|cu|hip)Memcpy"
-)
+# host calls that block until GPU work is done (the sync families of `syncs`, and `Memcpy`
+# calls unless named `…Async…`)
+BLOCKING_CALL = "|".join(pattern for _, pattern in SYNC_RULES) + "|" + MEMCPY_CALL
 BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
 MODULE = r"^nn\.Module: |^## .* ##$"
 

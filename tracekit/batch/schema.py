@@ -11,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.gaps import CAUSES
+
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 TIME = pl.Datetime("us", "UTC")
 
@@ -18,17 +20,7 @@ TIME = pl.Datetime("us", "UTC")
 BATCH_SCHEMA_VERSION = 1
 
 # Idle causes of `tracekit.analysis.gaps` (device scope), one column each: idle_<cause>_ns.
-IDLE_CAUSES = (
-    "launch_bound",
-    "cpu_work",
-    "sync_stall",
-    "cross_stream_wait",
-    "profiler_overhead",
-    "before_first",
-    "after_last",
-    "other",
-    "short",
-)
+IDLE_CAUSES = CAUSES
 SEVERITIES = ("high", "medium", "low", "info")
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.analysis.gaps import BLOCKING_CALL
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import Trace
 
-SYNC_CALLS = r"(?i)^(cuda|hip)(Device|Stream|Event)Synchronize$|^(cuda|hip)Memcpy$|^cu(Ctx|Stream|Event)Synchronize$"
 LAUNCH_CALLS = r"(?i)^(cuda|hip)(Launch|GraphLaunch|ExtLaunch|ExtModuleLaunch|ModuleLaunch|Memcpy.*Async|Memset.*Async)|^cuLaunch"
 IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
 
@@ -38,7 +38,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
     ops = ops.filter((pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     rt = trace.runtime.filter((pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     rt = rt.with_columns(
-        cls=pl.when(pl.col("name").str.contains(SYNC_CALLS)).then(pl.lit("sync"))
+        cls=pl.when(pl.col("name").str.contains(BLOCKING_CALL) & ~pl.col("name").str.contains("Async")).then(pl.lit("sync"))
         .when(pl.col("name").str.contains(LAUNCH_CALLS)).then(pl.lit("launch"))
         .otherwise(pl.lit("launch")),
     ).with_columns(prio=pl.when(pl.col("cls") == "sync").then(3).otherwise(2))
