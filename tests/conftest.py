@@ -31,3 +31,12 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent")
     return SHARED_TRACES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_outside_home(tmp_path_factory):
+    """The CLI caches loaded traces by default: keep the suite's entries out of ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    mp.undo()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,9 +17,36 @@ trace_arg = click.argument("trace", type=click.Path(dir_okay=False, path_type=st
 traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
+_CACHE_KEY = "tracekit.cache"
 
-def load_trace(path: str) -> Trace:
-    return load(path)
+
+def _remember_cache(ctx: click.Context, _param: click.Parameter, value: bool | None) -> None:
+    if value is not None:
+        ctx.meta[_CACHE_KEY] = value
+
+
+CACHE_MIN_BYTES = 1024 * 1024  # by default the CLI caches files at least this big
+
+# The CLI caches loaded traces by default (`~/.cache/tracekit`, or `$XDG_CACHE_HOME/tracekit`):
+# commands are often run one after another on the same big trace. A command that wants the
+# flag adds `@cache_opt`; `load_trace` reads the choice, so the command's signature is unchanged.
+cache_opt = click.option(
+    "--cache/--no-cache", default=None, expose_value=False, is_eager=True, callback=_remember_cache,
+    help="Reuse (and store) the loaded trace in the cache folder; default: on for files of 1 MB or more.",
+)
+
+
+def load_trace(path: str, *, cache: bool | None = None) -> Trace:
+    """Load a trace for a command, through the cache unless `--no-cache` (or cache=False)."""
+    if cache is None:
+        ctx = click.get_current_context(silent=True)
+        cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
+    if cache is None:
+        try:
+            cache = os.path.getsize(path) >= CACHE_MIN_BYTES
+        except OSError:
+            cache = False  # the load reports the problem
+    return load(path, cache=cache)
 
 
 def emit_json(obj: Any) -> None:

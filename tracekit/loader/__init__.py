@@ -1,7 +1,14 @@
-"""`load(path) -> Trace` and `load_ranks(paths) -> dict[int, Trace]`."""
+"""`load(path) -> Trace` and `load_ranks(paths) -> dict[int, Trace]`.
+
+The loader streams: the file is decompressed in pieces, the event array is decoded in
+chunks of whole events (by two processes on Linux when the trace is large), and each
+chunk becomes columns at once, so memory follows the size of the frames rather than of
+the JSON text. `docs/loader.md` describes the design, the cache and the figures.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable
@@ -9,102 +16,158 @@ from pathlib import Path
 
 import polars as pl
 
-from tracekit.errors import TraceError, UsageError
-from tracekit.loader.columns import base_frame
-from tracekit.loader.decode import Decoded, decode_trace
-from tracekit.loader.frames import Builder
+from tracekit.errors import TraceError, TraceTooLargeError, UsageError
+from tracekit.loader import cache as _cache
+from tracekit.loader.decode import Decoded
+from tracekit.loader.frames import Frames, Notes, build_frames, skew_note, vendor
 from tracekit.loader.meta import name_metadata, top_fields
-from tracekit.loader.source import DEFAULT_MAX_BYTES, Source, read_source
+from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
+from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Source, Stream, bytes_stream
+from tracekit.loader.workers import GZIP_RATIO, Helper, want_helper
 from tracekit.model import WARNINGS_SCHEMA, Trace, TraceMeta
 
+MAX_CHUNK_BYTES = 16 * 1024 * 1024
+TRUNCATED_GZIP = "the gzip stream ends early (an interrupted write); read what was there"
 TRACE_GLOBS = ("*.json", "*.json.gz", "*.json.tmp", "*.pt.trace.json", "*.pt.trace.json.gz")
 
 
-def load(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+def load(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    cache: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    workers: int | None = None,
+) -> Trace:
     """Load one trace file (JSON or gzip JSON; object or bare-array form) into a `Trace`.
 
     Broken input raises `TraceError` with a one-line message, or, where events could be
     recovered, returns a partial `Trace` whose `warnings` frame says what was lost.
+
+    cache: keep the loaded `Trace` as Parquet in `cache_dir` (default
+        `$XDG_CACHE_HOME/tracekit` or `~/.cache/tracekit`) and reuse it while the file is
+        unchanged. Off by default (None or False): `load` writes nothing unless asked.
+    workers: helper processes for decoding; None = one when the trace is large and a
+        second CPU is there (Linux), 0 = none, 1 = one whatever the size.
     """
-    src = read_source(path, max_bytes=max_bytes)
-    decoded = decode_trace(src.data, path=src.path)
-    return build_trace(decoded, src)
+    if cache:
+        directory = _cache.cache_dir(cache_dir)
+        key = _cache.entry_key(path, max_bytes=max_bytes)
+        hit = _cache.read(directory, key, path=str(path))
+        if hit is not None:
+            return hit
+        trace = load_file(path, max_bytes=max_bytes, workers=workers)
+        _cache.write(directory, key, trace)
+        return trace
+    return load_file(path, max_bytes=max_bytes, workers=workers)
 
 
-def loads(data: bytes, *, path: str = "<bytes>") -> Trace:
-    """Load a trace from bytes already in memory (plain JSON text)."""
-    src = Source(path=path, size_bytes=len(data), data=data, compressed=False, truncated_gzip=False)
-    return build_trace(decode_trace(data, path=path), src)
+def load_file(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    workers: int | None = None,
+    chunk_bytes: int | None = None,
+) -> Trace:
+    """`load` without the cache; `chunk_bytes` sets how much JSON text one chunk holds
+    (default: 4 MB, more for very large traces)."""
+    stream = Stream(path, max_bytes=max_bytes)
+    if chunk_bytes is None:
+        chunk_bytes = chunk_size(stream.size_bytes * (GZIP_RATIO if stream.compressed else 1))
+    helper = None
+    try:
+        if want_helper(workers, stream.size_bytes, stream.compressed):
+            helper = Helper()  # forked before any thread of this load starts
+        result = read_trace(iter(stream), path=stream.path, chunk_bytes=chunk_bytes, helper=helper)
+    finally:
+        if helper is not None:
+            helper.close()
+        stream.close()
+    return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
 
 
-def build_trace(decoded: Decoded, src: Source) -> Trace:
-    events = decoded.events
-    base = base_frame(events)
-    b = Builder(events, base)
-    for code, count, message in decoded.notes:
-        b.notes.append(("warning", code, count, message, None))
-    if src.truncated_gzip:
-        b.notes.append(("warning", "truncated_gzip", 1, "the gzip stream ends early (an interrupted write); read what was there", None))
-    slices = b.slices()
-    ops, runtime, gpu = b.ops(slices), b.runtime(slices), b.gpu(slices)
-    instants, memory = b.instants()
-    flows, counters = b.flows(), b.counters()
-    b.phase_notes()
-    _order_notes(b, slices)
-    meta_eids = base.filter(pl.col("ph") == "M")["eid"].to_list()
-    processes, threads, conflicts = name_metadata(events, meta_eids)
-    b.note("duplicate_metadata", conflicts, "{n:,} process/thread metadata events repeat with a different value; the last one is used")
-    _skew_note(b, runtime, gpu)
-    fields = top_fields(decoded.top)
-    fmt = ("kineto" if _is_kineto(base) else "chrome") + ("" if decoded.form == "object" else "-array")
+def chunk_size(json_bytes: int) -> int:
+    """4 MB, growing for very large traces to keep about 64 chunks (at most 16 MB each)."""
+    return min(MAX_CHUNK_BYTES, max(CHUNK_BYTES, json_bytes // 64))
+
+
+def loads(data: bytes, *, path: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BYTES,
+          workers: int | None = 0, chunk_bytes: int = CHUNK_BYTES) -> Trace:
+    """Load a trace from bytes already in memory: JSON text, or gzip-compressed JSON."""
+    if data[:2] == GZIP_MAGIC:
+        stream = Stream(path, max_bytes=max_bytes, data=data)
+        helper = Helper() if want_helper(workers, len(data), True) else None
+        try:
+            result = read_trace(iter(stream), path=path, chunk_bytes=chunk_bytes, helper=helper)
+        finally:
+            if helper is not None:
+                helper.close()
+            stream.close()
+        return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=stream.truncated_gzip)
+    if len(data) > max_bytes:
+        raise TraceTooLargeError(f"file is {len(data):,} bytes, over the limit of {max_bytes:,}", path=path)
+    helper = Helper() if want_helper(workers, len(data), False) else None
+    try:
+        result = read_trace(bytes_stream(data), path=path, chunk_bytes=chunk_bytes, helper=helper)
+    finally:
+        if helper is not None:
+            helper.close()
+    return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=False)
+
+
+def build_trace(result: ReadResult | Decoded, src: Source | None = None, *, path: str = "<bytes>",
+                size_bytes: int = 0, truncated_gzip: bool = False) -> Trace:
+    """The Trace of a read. (`build_trace(decode_trace(data), src)`, the old two-step
+    form, still works: prefer `tracekit.loads`.)"""
+    if isinstance(result, Decoded):
+        src_path = src.path if src is not None else result.path
+        trace = loads(result.data, path=src_path)
+        if src is not None:
+            recovered = trace.meta.recovered or src.truncated_gzip
+            meta = dataclasses.replace(trace.meta, size_bytes=src.size_bytes, recovered=recovered)
+            warnings = trace.warnings
+            if src.truncated_gzip:
+                warnings = _with_truncated_gzip(warnings)
+            trace = trace.replace(meta=meta, warnings=warnings)
+        return trace
+    frames = Frames(result.parts)
+    notes = Notes()
+    if result.recovery is not None:
+        notes.add("truncated", 1, result.recovery.message(frames.events))
+    elif result.not_closed:
+        notes.add("truncated", 1, "the JSON object is not closed after the event array; keys after it were lost")
+    bad_types, dropped = frames.lenient
+    notes.add("bad_field_type", bad_types, "{n:,} events had fields of the wrong type; the fields were coerced or ignored")
+    notes.add("not_an_event", dropped, "{n:,} array items were not JSON objects and were dropped")
+    if truncated_gzip:
+        notes.add("truncated_gzip", 1, TRUNCATED_GZIP)
+    built = build_frames(frames, notes)
+    processes, threads, conflicts = name_metadata(frames.take("meta").collect())
+    notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata events repeat with a different value; the last one is used")
+    skew_note(notes, built["runtime"], built["gpu"])
+    fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")
     meta = TraceMeta(
-        path=src.path,
-        size_bytes=src.size_bytes,
+        path=path,
+        size_bytes=size_bytes,
         format=fmt,
-        vendor=_vendor(runtime, gpu),
+        vendor=vendor(built["runtime"], built["gpu"]),
         processes=processes,
         threads=threads,
-        event_count=len(events),
-        recovered=decoded.recovered or src.truncated_gzip,
-        **fields,
+        event_count=frames.events,
+        recovered=result.recovery is not None or result.not_closed or truncated_gzip,
+        **top_fields(result.top),
     )
-    warnings = pl.DataFrame(b.notes, schema=WARNINGS_SCHEMA, orient="row")
-    return Trace(ops=ops, runtime=runtime, gpu=gpu, flows=flows, counters=counters,
-                 instants=instants, memory=memory, warnings=warnings, meta=meta)
+    warnings = pl.DataFrame(notes.rows, schema=WARNINGS_SCHEMA, orient="row")
+    return Trace(**built, warnings=warnings, meta=meta)
 
 
-def _order_notes(b: Builder, slices: pl.DataFrame) -> None:
-    back = slices.sort("eid").with_columns(
-        _back=(pl.col("ts_ns").diff().over(["pid", "tid"]) < 0)
-    ).filter(pl.col("_back"))
-    b.note("out_of_order", back, "{n:,} events appear earlier in time than the event before them on their thread; frames are sorted by time")
-    neg = slices.filter(pl.col("ts_ns") < 0)
-    b.note("negative_ts", neg, "{n:,} events have a negative timestamp (kept as is)")
-
-
-def _skew_note(b: Builder, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
-    if runtime.is_empty() or gpu.is_empty():
-        return
-    launches = runtime.filter(pl.col("correlation").is_not_null()).select("correlation", launch_ts=pl.col("ts_ns"))
-    early = (
-        gpu.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
-        .join(launches.unique("correlation", keep="first"), on="correlation", how="inner")
-        .filter(pl.col("ts_ns") < pl.col("launch_ts"))
-    )
-    b.note("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
-
-
-def _is_kineto(base: pl.DataFrame) -> bool:
-    kineto = ["cpu_op", "kernel", "cuda_runtime", "user_annotation", "python_function", "gpu_memcpy", "trace"]
-    return bool(base["cat"].is_in(kineto).any())
-
-
-def _vendor(runtime: pl.DataFrame, gpu: pl.DataFrame) -> str | None:
-    if runtime["name"].str.starts_with("hip").any():
-        return "amd"
-    if not gpu.is_empty() or not runtime.is_empty():
-        return "nvidia"
-    return None
+def _with_truncated_gzip(warnings: pl.DataFrame) -> pl.DataFrame:
+    """Insert the truncated_gzip note where a load from the file would have put it."""
+    rows = warnings.rows()
+    codes = [r[1] for r in rows]
+    at = max((codes.index(c) + 1 for c in ("truncated", "bad_field_type", "not_an_event") if c in codes), default=0)
+    rows.insert(at, ("warning", "truncated_gzip", 1, TRUNCATED_GZIP, None))
+    return pl.DataFrame(rows, schema=WARNINGS_SCHEMA, orient="row")
 
 
 def trace_files(source: str | os.PathLike[str]) -> list[Path]:
@@ -116,7 +179,8 @@ def trace_files(source: str | os.PathLike[str]) -> list[Path]:
     return [p]
 
 
-def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> dict[int, Trace]:
+def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+               cache: bool | None = None, cache_dir: str | os.PathLike[str] | None = None) -> dict[int, Trace]:
     """Load the traces of one distributed job, keyed by rank.
 
     The rank comes from the trace's `distributedInfo`; a file without it takes the last
@@ -132,7 +196,7 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     ranks: dict[int, Trace] = {}
     origin: dict[int, str] = {}
     for path in paths:
-        trace = load(path)
+        trace = load(path, cache=cache, cache_dir=cache_dir)
         rank = trace.meta.rank if trace.meta.rank is not None else _rank_from_name(path)
         if rank is None:
             raise UsageError(f"{path}: no rank in distributedInfo or in the file name")
@@ -149,4 +213,4 @@ def _rank_from_name(path: Path) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-__all__ = ["load", "loads", "load_ranks", "trace_files", "TraceError"]
+__all__ = ["TraceError", "load", "load_file", "load_ranks", "loads", "trace_files"]

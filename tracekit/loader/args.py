@@ -1,66 +1,188 @@
-"""Typed views of the `args` objects that analyses need, one struct per event family.
+"""The `args` keys that become typed columns, and how a batch of `args` objects is decoded.
 
-Fields are declared `Any` on purpose: a wrong type in one event must not fail the batch;
-conversion to the column dtype (with nulls for what does not fit) happens afterwards.
-Old Kineto (2021) spells some keys differently (`external id`, `Input dims`); both are read.
+One struct per kind of row (GPU activity, runtime call, op, instant/memory sample), and
+their union for B/E-style pairs, whose kind is known only after pairing. A batch of
+`args` objects decodes in one msgspec call, in lax mode (`"12"` reads as 12), into
+structs whose fields then become columns.
+
+A value of the wrong type fails the batch; the batch is then decoded item by item, and
+an item that still fails is decoded untyped and each field coerced the way a lenient
+cast would (`1.5` -> 1 for an integer column, `"big"` -> null). Old Kineto (2021)
+spells some keys differently (`external id`, `Input dims`); both are read.
+
+`Shapes` holds the record_shapes keys whose values are kept as JSON text.
+Plain Python and msgspec only: this module also runs in the worker process.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from functools import lru_cache
+from typing import Annotated, Any
 
 import msgspec
 
+INT_NULL = -(2**63)  # "absent" in an integer column (a value Int never takes); NaN for floats
+STR_NULL = "\x1e"  # "absent" in a string column
+Int = Annotated[int, msgspec.Meta(ge=INT_NULL + 1, le=2**63 - 1)]
+GPU_KEYS = {
+    "device": "device", "stream": "stream", "correlation": "correlation", "external_id": "External id",
+    "external_id_old": "external id", "grid": "grid", "block": "block", "registers": "registers per thread",
+    "shared_memory": "shared memory", "blocks_per_sm": "blocks per SM", "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %", "nbytes": "bytes", "bandwidth": "memory bandwidth (GB/s)",
+    "sync_kind": "cuda_sync_kind",
+}
+RUNTIME_KEYS = {"correlation": "correlation", "external_id": "External id", "external_id_old": "external id",
+                "cbid": "cbid"}
+OP_KEYS = {"external_id": "External id", "external_id_old": "external id", "sequence_nr": "Sequence number",
+           "fwd_tid": "Fwd thread id", "python_id": "Python id", "python_parent_id": "Python parent id",
+           "flops": "flops"}
+MEMORY_KEYS = {"device_type": "Device Type", "device_id": "Device Id", "addr": "Addr", "mem_bytes": "Bytes",
+               "total_allocated": "Total Allocated", "total_reserved": "Total Reserved"}
+ALL_KEYS = {**GPU_KEYS, **RUNTIME_KEYS, **OP_KEYS, **MEMORY_KEYS}
+
+FLOAT_FIELDS = frozenset({"blocks_per_sm", "warps_per_sm", "occupancy", "bandwidth", "flops"})
+LIST_FIELDS = frozenset({"grid", "block"})  # three integers each (x, y, z)
+STR_FIELDS = frozenset({"sync_kind"})
+KIND: dict[str, str] = {
+    f: "float" if f in FLOAT_FIELDS else "list" if f in LIST_FIELDS else "str" if f in STR_FIELDS else "int"
+    for f in ALL_KEYS
+}
 RAW = msgspec.Raw(b"")
+# absent keys take the null markers, so every column is a plain list of one type; an explicit
+# null fails validation and goes through the lenient path, which writes the markers too
+_TYPES = {"int": Int, "float": float, "str": str, "list": tuple[Int, Int, Int]}
+NULLS = {"int": INT_NULL, "float": float("nan"), "str": STR_NULL, "list": (INT_NULL, INT_NULL, INT_NULL)}
 
 
-class GpuArgs(msgspec.Struct, gc=False):
-    device: Any = None
-    stream: Any = None
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_old: Any = msgspec.field(default=None, name="external id")
-    grid: Any = None
-    block: Any = None
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
-    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
-    bytes: Any = None
-    bandwidth: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
+FAMILIES: dict[str, dict[str, str]] = {"gpu": GPU_KEYS, "runtime": RUNTIME_KEYS, "ops": OP_KEYS,
+                                       "instants": MEMORY_KEYS, "pairs": ALL_KEYS}
+_MARKERS = {f: b'"%s"' % k.encode() for f, k in ALL_KEYS.items()}
 
 
-class RuntimeArgs(msgspec.Struct, gc=False):
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_old: Any = msgspec.field(default=None, name="external id")
-    cbid: Any = None
+@lru_cache(maxsize=256)
+def _decoders(fields: tuple[str, ...]) -> tuple[Any, Any, Any, type]:
+    """Decoders for a struct of just these fields (and its untyped twin, for leniency)."""
+    typed = msgspec.defstruct("Args", [(f, _TYPES[KIND[f]], msgspec.field(default=NULLS[KIND[f]], name=ALL_KEYS[f]))
+                                       for f in fields], gc=False)
+    loose = msgspec.defstruct("LooseArgs", [(f, Any, msgspec.field(default=None, name=ALL_KEYS[f])) for f in fields],
+                              gc=False)
+    return (msgspec.json.Decoder(list[typed], strict=False), msgspec.json.Decoder(typed, strict=False),
+            msgspec.json.Decoder(loose), typed)
 
 
-class OpArgs(msgspec.Struct, gc=False):
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_old: Any = msgspec.field(default=None, name="external id")
-    sequence_nr: Any = msgspec.field(default=None, name="Sequence number")
-    fwd_tid: Any = msgspec.field(default=None, name="Fwd thread id")
-    python_id: Any = msgspec.field(default=None, name="Python id")
-    python_parent_id: Any = msgspec.field(default=None, name="Python parent id")
+def present(family: str, array: bytes) -> tuple[str, ...]:
+    """The family's keys that occur in the text at all (a key found inside a value costs
+    a column of nulls, nothing more)."""
+    return tuple(f for f in FAMILIES[family] if _MARKERS[f] in array)
+
+
+class Shapes(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=RAW, name="Input Dims")
     input_dims_old: msgspec.Raw = msgspec.field(default=RAW, name="Input dims")
     input_types: msgspec.Raw = msgspec.field(default=RAW, name="Input type")
     input_strides: msgspec.Raw = msgspec.field(default=RAW, name="Input Strides")
     concrete_inputs: msgspec.Raw = msgspec.field(default=RAW, name="Concrete Inputs")
-    flops: Any = None
 
 
-class MemoryArgs(msgspec.Struct, gc=False):
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    addr: Any = msgspec.field(default=None, name="Addr")
-    bytes: Any = msgspec.field(default=None, name="Bytes")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+SHAPE_MARKERS = (b'"Input', b'"Concrete Inputs"')  # skip the Shapes pass when absent
+
+_SHAPES_LIST = msgspec.json.Decoder(list[Shapes])
+_SHAPES = msgspec.json.Decoder(Shapes)
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def typed_args(fields: tuple[str, ...], array: bytes) -> list[Any]:
+    """A JSON array of `args` objects -> one struct per object holding `fields` (typed)."""
+    many, one, loose, typed = _decoders(fields)
+    try:
+        return many.decode(array)
+    except msgspec.ValidationError:
+        return [_typed_item(raw, one, loose, typed) for raw in _RAW_LIST.decode(array)]
+
+
+def _typed_item(raw: msgspec.Raw, one: Any, loose: Any, typed: type) -> Any:
+    try:
+        return one.decode(raw)
+    except msgspec.DecodeError:
+        pass
+    try:
+        item = loose.decode(raw)
+    except msgspec.DecodeError:  # not an object: no typed keys
+        return typed()
+    out = {}
+    for f in typed.__struct_fields__:
+        value = _COERCE[KIND[f]](getattr(item, f))
+        out[f] = NULLS[KIND[f]] if value is None else value
+    return typed(**out)
+
+
+def shapes(array: bytes) -> list[Shapes]:
+    """A JSON array of `args` objects -> their record_shapes values as raw JSON."""
+    try:
+        return _SHAPES_LIST.decode(array)
+    except msgspec.DecodeError:
+        out = []
+        for raw in _RAW_LIST.decode(array):
+            try:
+                out.append(_SHAPES.decode(raw))
+            except msgspec.DecodeError:
+                out.append(Shapes())
+        return out
+
+
+# -- lenient coercion (the rare path) ------------------------------------------------------
+
+
+def to_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v if INT_NULL < v < 2**63 else None
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) and abs(v) < 2**63 else None
+    if isinstance(v, str):
+        try:
+            return to_int(int(v))
+        except ValueError:
+            try:
+                return to_int(float(v))
+            except ValueError:
+                return None
+    return None
+
+
+def to_float(v: Any) -> float | None:
+    if isinstance(v, (bool, int, float)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, str):
+        try:
+            return to_float(float(v))
+        except ValueError:
+            return None
+    return None
+
+
+def to_str(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return msgspec.json.encode(v).decode()
+
+
+def to_dims(v: Any) -> tuple[int, int, int] | None:
+    """grid/block: a list of up to three integers; shorter lists leave the rest null."""
+    if not isinstance(v, list):
+        return None
+    out = [to_int(x) for x in v[:3]] + [None] * max(0, 3 - len(v))
+    return tuple(INT_NULL if x is None else x for x in out)  # type: ignore[return-value]
+
+
+_COERCE = {"int": to_int, "float": to_float, "str": to_str, "list": to_dims}
 
 
 class NameArgs(msgspec.Struct, gc=False):

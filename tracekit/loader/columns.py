@@ -1,99 +1,40 @@
-"""Columns from decoded events: exact integer nanoseconds, normalised categories, typed args.
+"""A batch's column lists -> typed Polars frames ("parts" of one chunk, one per frame).
 
-Everything here works column-wise: one Python pass builds plain lists of the fields every
-event has; timestamps are parsed from their JSON text by Polars string expressions (exact,
-whatever the magnitude); the `args` objects are decoded in one msgspec call per frame
-into small typed structs.
+Lists become Series in one call each; `ts`/`dur` become integer nanoseconds exactly (an
+integer list is multiplied, number text is parsed digit by digit); categories are
+normalised; each group gets one `select` onto its frame's schema (the `project_*`
+functions are shared with the B/E pairs, which are projected after pairing).
 """
 
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import polars as pl
 
-from tracekit.loader.decode import Event
+from tracekit.loader import args as A
+from tracekit.loader.batch import Batch
+from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category
+from tracekit.loader.events import NO_ARGS
+from tracekit.model import (
+    FLOWS_SCHEMA,
+    GPU_SCHEMA,
+    INSTANTS_SCHEMA,
+    MEMORY_SCHEMA,
+    OPS_SCHEMA,
+    RUNTIME_SCHEMA,
+)
 
-SEP = "\x1e"  # never appears raw inside JSON text: a safe separator for joined raw values
 MAX_US = 9_223_372_036_854_775  # largest microsecond value whose nanoseconds fit in Int64
+I64, F64, STR = pl.Int64, pl.Float64, pl.String
+_NO_ARGS = NO_ARGS.decode()
+IGNORED_PHASES = ("P", "O", "N", "D", "c", "(", ")")
+STAT_CODES = ("missing_ts", "missing_duration", "negative_duration", "zero_duration", "bad_flow_id",
+              "unknown_phase", "ignored_phase")
 
-# Spellings seen across Kineto versions and vendors -> one vocabulary (modern Kineto names).
-CATEGORY_MAP: dict[str, str] = {
-    "Kernel": "kernel",
-    "kernel": "kernel",
-    "Memcpy": "gpu_memcpy",
-    "gpu_memcpy": "gpu_memcpy",
-    "Memset": "gpu_memset",
-    "gpu_memset": "gpu_memset",
-    "Runtime": "cuda_runtime",
-    "cuda_runtime": "cuda_runtime",
-    "hip_runtime": "cuda_runtime",
-    "Driver": "cuda_driver",
-    "cuda_driver": "cuda_driver",
-    "hip_driver": "cuda_driver",
-    "Operator": "cpu_op",
-    "cpu_op": "cpu_op",
-    "User annotation": "user_annotation",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation",
-    "GPU user annotation": "gpu_user_annotation",
-    "Python": "python_function",
-    "python_function": "python_function",
-    "cuda_sync": "cuda_sync",
-    "Overhead": "overhead",
-    "overhead": "overhead",
-    "Trace": "trace",
-    "cpu_instant_event": "cpu_instant_event",
-    "async": "ac2g",
-    "async_cpu_to_gpu": "ac2g",
-    "ac2g": "ac2g",
-    "fwdbwd": "fwdbwd",
-    "fwd_bwd": "fwdbwd",
-}
-
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation")
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
-
-
-def base_frame(events: list[Event]) -> pl.DataFrame:
-    """One row per event with the fields every event has; times still as JSON text."""
-    n = len(events)
-    frame = pl.DataFrame(
-        {
-            "eid": pl.int_range(0, n, eager=True, dtype=pl.Int64),
-            "ph": [e.ph for e in events],
-            "cat_raw": [e.cat for e in events],
-            "name": [e.name for e in events],
-            "pid": _scalar_text([e.pid for e in events], n),
-            "tid": _scalar_text([e.tid for e in events], n),
-            "ts_text": _joined_text([e.ts for e in events], n),
-            "dur_text": _joined_text([e.dur for e in events], n),
-        },
-        schema_overrides={"ph": pl.String, "cat_raw": pl.String, "name": pl.String},
-    )
-    return frame.with_columns(
-        cat=pl.col("cat_raw").replace(CATEGORY_MAP),
-        ts_ns=us_text_to_ns(pl.col("ts_text")),
-        dur_ns=us_text_to_ns(pl.col("dur_text")),
-    )
-
-
-def _joined_text(raws: list[msgspec.Raw], n: int) -> pl.Series:
-    """Raw JSON values -> a String column (empty raw -> null), without a Python str per row."""
-    if n == 0:
-        return pl.Series([], dtype=pl.String)
-    blob = SEP.encode().join(raws).decode("utf-8", errors="replace")
-    s = pl.Series([blob]).str.split(SEP).explode()
-    return s.replace("", None)
-
-
-def _scalar_text(raws: list[msgspec.Raw], n: int) -> pl.Series:
-    """Raw JSON scalars (ints or strings) -> text; strings lose their quotes, null -> null."""
-    s = _joined_text(raws, n)
-    quoted = s.str.starts_with('"') & s.str.ends_with('"') & (s.str.len_bytes() >= 2)
-    out = pl.select(pl.when(quoted).then(s.str.slice(1, s.str.len_bytes() - 2)).otherwise(s)).to_series()
-    return out.replace("null", None).alias(s.name)
+__all__ = ["CATEGORY_MAP", "Parts", "chunk_parts", "normalise_category", "us_text_to_ns"]
 
 
 def us_text_to_ns(text: pl.Expr) -> pl.Expr:
@@ -124,60 +65,269 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
     )
 
 
-def normalise_category(cat: str) -> str:
-    return CATEGORY_MAP.get(cat, cat)
+# -- a group's Arrow columns -> a clean frame ---------------------------------------------------
 
 
-def decode_args(raws: list[msgspec.Raw], struct: type) -> list[Any]:
-    """Decode a batch of raw `args` objects into `struct`s in one call (lenient per item on error)."""
-    default = struct()
-    if not raws:
-        return []
-    blob = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
-    try:
-        return msgspec.json.decode(blob, type=list[struct])
-    except msgspec.DecodeError:
-        out = []
-        dec = msgspec.json.Decoder(struct)
-        for r in raws:
-            try:
-                out.append(dec.decode(r) if len(r) else default)
-            except msgspec.DecodeError:
-                out.append(default)
-        return out
+def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.DataFrame:
+    """One group's columns (Arrow IPC from `batch`) -> clean columns: ts_ns, dur_ns, pid..."""
+    frame = pl.read_ipc_stream(io.BytesIO(ipc))
+    have = set(frame.columns)
+    cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
+    fixes: list[pl.Expr] = [_decode("cat_c", cats).alias("cat")]
+    if "ph_c" in have:
+        fixes.append(_decode("ph_c", dicts["ph"]).alias("ph"))
+    for f, values in dicts.get(key, {}).items():
+        if f in ("bp", "s"):  # absent: null
+            values = [v or None for v in values]
+        fixes.append(_decode(f + "_c", values).alias(f))
+    for f in ("pid", "tid", "id"):
+        if f + "_i" in have:
+            fixes.append(pl.col(f + "_i").cast(STR).alias(f))
+        elif f in have:
+            fixes.append(_null_if(pl.col(f), A.STR_NULL).alias(f))
+    for f, out in (("ts", "ts_ns"), ("dur", "dur_ns")):
+        if f + "_i" in have:
+            us = pl.col(f + "_i")
+            fixes.append(pl.when(us.abs() < MAX_US).then(us * 1000).alias(out))
+        elif f in have:
+            fixes.append(_text_to_ns(frame[f]).alias(out))
+    if "args" in have:
+        fixes.append(_null_if(pl.col("args"), _NO_ARGS).alias("args"))
+    for f in A.FAMILIES.get(key, ()):
+        kind = A.KIND[f]
+        if kind == "list":
+            fixes += [_null_if(pl.col(c), A.INT_NULL).alias(c) for c in (f"{f}_x", f"{f}_y", f"{f}_z") if c in have]
+        if f not in have:  # the key occurs nowhere in this chunk's group: the projection fills nulls
+            continue
+        if kind == "int":
+            fixes.append(_null_if(pl.col(f), A.INT_NULL).alias(f))
+        elif kind == "float":
+            fixes.append(pl.col(f).fill_nan(None).alias(f))
+        elif kind == "str":
+            fixes.append(_null_if(pl.col(f), A.STR_NULL).alias(f))
+    if "input_dims" in have:
+        dims = pl.when(pl.col("input_dims") != "").then(pl.col("input_dims")).otherwise(pl.col("input_dims_old"))
+        fixes.append(dims.alias("input_dims"))
+    drop = [c for c in frame.columns if c.endswith(("_i", "_c")) or c in ("ts", "dur")]
+    return frame.with_columns(fixes).drop(drop)
 
 
-def args_text(raws: list[msgspec.Raw]) -> pl.Series:
-    """The raw `args` JSON of each event as text (null when the event had none)."""
-    return _joined_text(raws, len(raws))
+def _decode(codes: str, values: list[str]) -> pl.Expr:
+    """Dictionary codes -> the strings (gathered from the small dictionary)."""
+    return pl.lit(pl.Series(values, dtype=STR)).gather(pl.col(codes))
 
 
-def typed(values: list[Any], dtype: pl.DataType) -> pl.Series:
-    """A typed column from loosely typed JSON values; what cannot be converted becomes null."""
-    try:
-        return pl.Series(values, dtype=dtype, strict=False)
-    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-        clean = [v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None for v in values]
-        try:
-            return pl.Series(clean, dtype=dtype, strict=False)
-        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-            return pl.Series([None] * len(values), dtype=dtype)
+_PLAIN_3DP = r"[^0-9.\-]|\.[0-9]{4}"  # anything but [-]digits[.up to 3 digits]
 
 
-def first_of(dtype: pl.DataType, *columns: list[Any]) -> pl.Series:
-    """Row-wise first non-null across alternative spellings of one field, typed."""
-    series = [typed(c, dtype) for c in columns]
-    if len(series) == 1:
-        return series[0]
-    return pl.select(pl.coalesce(series)).to_series()
+def _text_to_ns(text: pl.Series) -> pl.Expr:
+    """Number text -> ns. Text like `1712195495519689.047` (at most 3 decimals: Kineto's
+    form) goes through an exact Decimal cast; a column holding anything else (more
+    decimals, exponents, quotes, spaces) through `us_text_to_ns`."""
+    if text.str.contains(_PLAIN_3DP).any():
+        return us_text_to_ns(pl.col(text.name))
+    us = pl.col(text.name).cast(pl.Decimal(38, 3), strict=False)
+    return pl.when(us.abs() < MAX_US).then((us * 1000).cast(pl.Int64, strict=False))
 
 
-def dims(values: list[Any], n: int = 3) -> list[pl.Series]:
-    """`grid`/`block` lists -> n Int64 columns (null where absent or malformed)."""
-    cols: list[list[Any]] = [[] for _ in range(n)]
-    pad = [None] * n
-    for v in values:
-        row = v if type(v) is list and len(v) == n else (v[:n] + pad)[:n] if type(v) is list else pad
-        for i in range(n):
-            cols[i].append(row[i])
-    return [typed(c, pl.Int64) for c in cols]
+def _null_if(col: pl.Expr, marker: Any) -> pl.Expr:
+    return pl.when(col == marker).then(None).otherwise(col)
+
+
+# -- projections onto the frames' schemas ------------------------------------------------------
+
+
+def _project(exprs: dict[str, pl.Expr], schema: dict[str, pl.DataType], have: list[str]) -> list[pl.Expr]:
+    return [exprs[name].cast(dtype).alias(name) if name in exprs
+            else (pl.col(name) if name in have else pl.lit(None)).cast(dtype).alias(name)
+            for name, dtype in schema.items()]
+
+
+def _text(col: str, pattern: str, have: list[str]) -> pl.Expr:
+    if col not in have:
+        return pl.lit(None, STR)
+    return pl.when(pl.col(col) == "").then(None).otherwise(pl.col(col).str.replace_all(pattern, ""))
+
+
+def _c(name: str, have: list[str], dtype: pl.DataType = I64) -> pl.Expr:
+    """A column that a chunk may lack (an args key that never occurs in it)."""
+    return pl.col(name) if name in have else pl.lit(None, dtype)
+
+
+def _ext(have: list[str]) -> pl.Expr:
+    return pl.coalesce(_c("external_id", have), _c("external_id_old", have))
+
+
+def _end() -> pl.Expr:
+    return pl.col("ts_ns") + pl.col("dur_ns")
+
+
+def project_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
+    have = lf.collect_schema().names()
+    return lf.select(_project({
+        "ph": pl.col("ph") if "ph" in have else pl.lit("X"),
+        "end_ns": _end(),
+        "external_id": _ext(have),
+        "input_dims": _text("input_dims", r"\s+", have),
+        "input_types": _text("input_types", r"\s*\n\s*", have),
+        "input_strides": _text("input_strides", r"\s+", have),
+        "concrete_inputs": _text("concrete_inputs", r"\s*\n\s*", have),
+    }, OPS_SCHEMA, have))
+
+
+def project_runtime(lf: pl.LazyFrame) -> pl.LazyFrame:
+    have = lf.collect_schema().names()
+    return lf.select(_project({"end_ns": _end(), "external_id": _ext(have)}, RUNTIME_SCHEMA, have))
+
+
+def _int_in(text: pl.Expr) -> pl.Expr:
+    """The integer in a pid/tid such as '7' or 'stream 7' (null when there is none)."""
+    return text.str.extract(r"(-?\d+)\s*$", 1).cast(pl.Int64, strict=False)
+
+
+def project_gpu(lf: pl.LazyFrame) -> pl.LazyFrame:
+    have = lf.collect_schema().names()
+    exprs: dict[str, pl.Expr] = {
+        "device": pl.coalesce(_c("device", have), _int_in(pl.col("pid"))),
+        "stream": pl.coalesce(_c("stream", have), _int_in(pl.col("tid"))),
+        "end_ns": _end(),
+        "external_id": _ext(have),
+        "registers_per_thread": _c("registers", have),
+        "est_occupancy_pct": _c("occupancy", have, F64),
+        "bytes": _c("nbytes", have),
+        "bandwidth_gbps": _c("bandwidth", have, F64),
+    }
+
+    return lf.select(_project(exprs, GPU_SCHEMA, have))
+
+
+PROJECT = {"ops": project_ops, "runtime": project_runtime, "gpu": project_gpu}
+
+
+def slices_by_frame(lf: pl.LazyFrame) -> dict[str, pl.LazyFrame]:
+    """Paired slices (any category) -> their ops, runtime and gpu rows."""
+    gpu = pl.col("cat").is_in(GPU_CATS)
+    runtime = pl.col("cat").is_in(RUNTIME_CATS)
+    return {
+        "ops": project_ops(lf.filter(~gpu & ~runtime)),
+        "runtime": project_runtime(lf.filter(runtime)),
+        "gpu": project_gpu(lf.filter(gpu)),
+    }
+
+
+def _flow_id(id_text: pl.Expr) -> pl.Expr:
+    """Flow ids: integers, or strings holding a decimal or 0x-hex integer."""
+    s = id_text.str.strip_chars().str.to_lowercase()
+    dec = s.str.to_integer(base=10, strict=False)
+    hx = s.str.slice(2).str.to_integer(base=16, strict=False)
+    return pl.when(s.str.starts_with("0x")).then(hx).otherwise(dec)
+
+
+# -- one chunk -> parts -------------------------------------------------------------------------
+
+
+@dataclass
+class Parts:
+    """One chunk's rows of each frame, plus what the notes need."""
+
+    n: int
+    frames: dict[str, pl.DataFrame]
+    stats: dict[str, tuple[int, int | None]]  # code -> (count, first local eid)
+    kineto: bool
+    bad_types: int
+    dropped: int
+
+
+ORDER_SCHEMA = {"eid": I64, "pid": STR, "tid": STR, "ts_ns": I64}
+EMPTY_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "ops": OPS_SCHEMA, "runtime": RUNTIME_SCHEMA, "gpu": GPU_SCHEMA, "flows": FLOWS_SCHEMA,
+    "instants": INSTANTS_SCHEMA, "memory": MEMORY_SCHEMA, "order": ORDER_SCHEMA,
+}
+
+
+def empty_part(key: str) -> pl.DataFrame:
+    """A frame with no rows and the columns a chunk's part for `key` has."""
+    if key in EMPTY_SCHEMAS:
+        return pl.DataFrame(schema=EMPTY_SCHEMAS[key])
+    from tracekit.loader.arrow import ipc_stream
+    from tracekit.loader.batch import _columns
+
+    dicts: dict[str, Any] = {"cat": [], "ph": []}
+    frame = group_frame(key, ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0), dicts)
+    # an empty group has no rows to show which way its integers came: give them their final types
+    return frame.with_columns([pl.col(c).cast(t) for c, t in (("pid", STR), ("tid", STR), ("id", STR),
+                                                               ("ts_ns", I64), ("dur_ns", I64)) if c in frame.columns])
+
+
+def chunk_parts(batch: Batch) -> Parts:
+    """One batch -> its parts: every group's plans (rows, order keys, note counts) run in
+    one `collect_all`, so each group's columns are read once and not copied step by step."""
+    plans: dict[str, pl.LazyFrame] = {}
+    counts: list[pl.Expr] = []
+    stat_frames: list[pl.LazyFrame] = []
+    order: list[pl.LazyFrame] = []
+    for key, ipc in batch["groups"].items():
+        lf = group_frame(key, ipc, batch["dicts"]).lazy()
+        conditions = _stat_conditions(key)
+        if conditions:
+            stat_frames.append(lf.select(_stat_exprs(conditions)))
+        if key != "meta":
+            lf = lf.filter(pl.col("ts_ns").is_not_null())
+        if key in PROJECT:
+            lf = lf.with_columns(dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0))
+            order.append(lf.select("eid", "pid", "tid", "ts_ns"))
+            plans[key] = PROJECT[key](lf)
+        elif key == "flows":
+            have = lf.collect_schema().names()
+            plans[key] = lf.with_columns(flow_id=_flow_id(pl.col("id")), binding_point=pl.col("bp")).select(
+                _project({}, FLOWS_SCHEMA, [*have, "flow_id", "binding_point"]))
+        elif key == "instants":
+            have = lf.collect_schema().names()
+            memory = pl.col("name") == "[memory]"
+            plans["instants"] = lf.filter(~memory).select(_project({"scope": pl.col("s")}, INSTANTS_SCHEMA, have))
+            plans["memory"] = lf.filter(memory).select(
+                _project({"bytes": _c("mem_bytes", have)}, MEMORY_SCHEMA, have))
+        elif key != "other":  # pairs, counters, meta: finished once every chunk is in
+            plans[key] = lf
+    if order:
+        plans["order"] = pl.concat(order)
+    del counts
+    names = list(plans)
+    results = pl.collect_all([*plans.values(), *stat_frames])
+    frames = dict(zip(names, results[: len(names)]))
+    stats = {code: (0, None) for code in STAT_CODES}
+    for row in (r.row(0, named=True) for r in results[len(names):]):
+        for code in STAT_CODES:
+            n = row.get(f"{code}_n") or 0
+            if n:
+                count, first = stats[code]
+                low = row[f"{code}_first"]
+                stats[code] = (count + n, low if first is None else min(first, low))
+    kineto = any(c in KINETO_CATS or CATEGORY_MAP.get(c) in KINETO_CATS for c in batch["dicts"]["cat"])
+    return Parts(batch["n"], frames, stats, kineto, batch["bad_types"], batch["dropped"])
+
+
+def _stat_conditions(key: str) -> dict[str, pl.Expr]:
+    """The note counts a group contributes to, as row conditions."""
+    ts, dur, ph = pl.col("ts_ns"), pl.col("dur_ns"), pl.col("ph")
+    out: dict[str, pl.Expr] = {}
+    if key == "other":  # phases that are not analysed: counted with or without a time
+        out["ignored_phase"] = ph.is_in(IGNORED_PHASES)
+        out["unknown_phase"] = ~ph.is_in(IGNORED_PHASES)
+    if key != "meta":
+        out["missing_ts"] = ts.is_null()
+    if key in PROJECT:
+        out["missing_duration"] = ts.is_not_null() & dur.is_null()
+        out["negative_duration"] = ts.is_not_null() & (dur < 0)
+        out["zero_duration"] = ts.is_not_null() & (dur == 0)
+    if key == "flows":
+        out["bad_flow_id"] = ts.is_not_null() & _flow_id(pl.col("id")).is_null()
+    return out
+
+
+def _stat_exprs(conditions: dict[str, pl.Expr]) -> list[pl.Expr]:
+    exprs = []
+    for code, cond in conditions.items():
+        cond = cond.fill_null(False)
+        exprs += [cond.sum().cast(I64).alias(f"{code}_n"), pl.col("eid").filter(cond).min().alias(f"{code}_first")]
+    return exprs

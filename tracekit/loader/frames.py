@@ -1,243 +1,197 @@
-"""Decoded events -> the typed frames of a `Trace`."""
+"""Chunk parts -> the typed frames of a `Trace`, and the notes that need every chunk.
+
+Parts arrive per chunk with local event ids; here they are put in file order (eids
+offset by the events of the chunks before), B/E and async begin/end pairs are paired
+(after concatenation, so pairs that straddle chunks pair), and every frame is sorted by
+time. Notes keep the order and wording they always had.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import polars as pl
 
-from tracekit.loader import args as A
 from tracekit.loader.chrome import pair_spans
-from tracekit.loader.columns import (
-    GPU_CATS,
-    RUNTIME_CATS,
-    args_text,
-    decode_args,
-    dims,
-    first_of,
-    normalise_category,
-    typed,
-)
-from tracekit.loader.decode import Event
-from tracekit.model import (
-    COUNTERS_SCHEMA,
-    FLOWS_SCHEMA,
-    GPU_SCHEMA,
-    INSTANTS_SCHEMA,
-    MEMORY_SCHEMA,
-    OPS_SCHEMA,
-    RUNTIME_SCHEMA,
-)
+from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame
+from tracekit.loader.events import decode_any
+from tracekit.model import COUNTERS_SCHEMA, SCHEMAS
 
 Note = tuple[str, str, int, str, int | None]  # level, code, count, message, first eid
 INFO_CODES = frozenset({"zero_duration", "out_of_order", "ignored_phase"})
 
-INSTANT_PHASES = ("i", "I", "n", "R", "T", "p")
-FLOW_PHASES = ("s", "t", "f")
-KNOWN_PHASES = {"X", "B", "E", "b", "e", "S", "F", "C", "M", "P", "O", "N", "D", "c", "(", ")", *INSTANT_PHASES, *FLOW_PHASES}
+PAIRINGS = (
+    ("B", "E", ["pid", "tid"], "B/E"),
+    ("b", "e", ["pid", "cat", "_id"], "async b/e"),
+    ("S", "F", ["pid", "cat", "_id", "name"], "async S/F"),
+)
+STAT_MESSAGES = {
+    "missing_ts": "{n:,} events had no usable 'ts' and were dropped",
+    "missing_duration": "{n:,} complete events had no usable 'dur'; treated as 0",
+    "negative_duration": "{n:,} complete events had a negative 'dur'; treated as 0",
+    "zero_duration": "{n:,} complete events have zero duration",
+    "bad_flow_id": "{n:,} flow events had no usable 'id'",
+    "unknown_phase": "{n:,} events had an unknown or missing 'ph'; ignored",
+    "ignored_phase": "{n:,} sample/object/context events (ph P, O, N, D, c, parentheses) are not analysed",
+}
 
 
-class Builder:
-    """Holds the events and the base frame while the typed frames are built."""
+class Notes:
+    def __init__(self) -> None:
+        self.rows: list[Note] = []
 
-    def __init__(self, events: list[Event], base: pl.DataFrame) -> None:
-        self.events = events
-        self.base = base
-        self.notes: list[Note] = []
-
-    def note(self, code: str, rows: pl.DataFrame | int, message: str) -> None:
-        count = rows if isinstance(rows, int) else rows.height
+    def add(self, code: str, count: int, message: str, first: int | None = None) -> None:
         if count:
-            first = None if isinstance(rows, int) else int(rows["eid"].min())
             level = "info" if code in INFO_CODES else "warning"
-            self.notes.append((level, code, count, message.format(n=count), first))
+            self.rows.append((level, code, count, message.format(n=count), first))
 
-    def raws(self, eids: pl.Series, field: str = "args") -> list[msgspec.Raw]:
-        ev = self.events
-        return [getattr(ev[i], field) for i in eids.to_list()]
-
-    # -- slices -------------------------------------------------------------------------
-
-    def slices(self) -> pl.DataFrame:
-        """X events plus paired B/E, b/e and S/F events, with clean integer times."""
-        b = self.base
-        no_ts = b.filter(pl.col("ts_ns").is_null() & ~pl.col("ph").is_in(["M"]))
-        self.note("missing_ts", no_ts, "{n:,} events had no usable 'ts' and were dropped")
-        b = b.filter(pl.col("ts_ns").is_not_null())
-        x = b.filter(pl.col("ph") == "X")
-        self.note("missing_duration", x.filter(pl.col("dur_ns").is_null()), "{n:,} complete events had no usable 'dur'; treated as 0")
-        self.note("negative_duration", x.filter(pl.col("dur_ns") < 0), "{n:,} complete events had a negative 'dur'; treated as 0")
-        self.note("zero_duration", x.filter(pl.col("dur_ns") == 0), "{n:,} complete events have zero duration")
-        parts = [x.with_columns(dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0))]
-        for begin, end, keys, label in (
-            ("B", "E", ["pid", "tid"], "B/E"),
-            ("b", "e", ["pid", "cat", "_id"], "async b/e"),
-            ("S", "F", ["pid", "cat", "_id", "name"], "async S/F"),
-        ):
-            if not b["ph"].is_in([begin, end]).any():
-                continue
-            rows = b.filter(pl.col("ph").is_in([begin, end]))
-            ids = [_id_text(self.events[i].id) for i in rows["eid"].to_list()]
-            rows = rows.with_columns(_id=pl.Series(ids, dtype=pl.String))
-            pairs, lone_b, lone_e = pair_spans(rows, begin, end, keys)
-            self.note(f"unmatched_{begin}", lone_b, f"{{n:,}} '{begin}' events ({label}) had no matching end; dropped")
-            self.note(f"unmatched_{end}", lone_e, f"{{n:,}} '{end}' events ({label}) had no matching begin; dropped")
-            parts.append(pairs.drop("_id"))
-        out = pl.concat(parts, how="vertical_relaxed")
-        return out.with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-
-    def ops(self, slices: pl.DataFrame) -> pl.DataFrame:
-        rows = slices.filter(~pl.col("cat").is_in([*GPU_CATS, *RUNTIME_CATS]))
-        raws = self.raws(rows["eid"])
-        a = decode_args(raws, A.OpArgs)
-        cols = {
-            "external_id": first_of(pl.Int64, [x.external_id for x in a], [x.external_id_old for x in a]),
-            "sequence_nr": typed([x.sequence_nr for x in a], pl.Int64),
-            "fwd_tid": typed([x.fwd_tid for x in a], pl.Int64),
-            "python_id": typed([x.python_id for x in a], pl.Int64),
-            "python_parent_id": typed([x.python_parent_id for x in a], pl.Int64),
-            "input_dims": args_text([x.input_dims if len(x.input_dims) else x.input_dims_old for x in a]),
-            "input_types": args_text([x.input_types for x in a]),
-            "input_strides": args_text([x.input_strides for x in a]),
-            "concrete_inputs": args_text([x.concrete_inputs for x in a]),
-            "flops": typed([x.flops for x in a], pl.Float64),
-            "args": args_text(raws),
-        }
-        compact = [pl.col(c).str.replace_all(r"\s*\n\s*", "") for c in ("input_types", "concrete_inputs")]
-        numeric = [pl.col(c).str.replace_all(r"\s+", "") for c in ("input_dims", "input_strides")]
-        return _finish(rows.with_columns(**cols).with_columns(*compact, *numeric), OPS_SCHEMA)
-
-    def runtime(self, slices: pl.DataFrame) -> pl.DataFrame:
-        rows = slices.filter(pl.col("cat").is_in(RUNTIME_CATS))
-        raws = self.raws(rows["eid"])
-        a = decode_args(raws, A.RuntimeArgs)
-        cols = {
-            "correlation": typed([x.correlation for x in a], pl.Int64),
-            "external_id": first_of(pl.Int64, [x.external_id for x in a], [x.external_id_old for x in a]),
-            "cbid": typed([x.cbid for x in a], pl.Int64),
-            "args": args_text(raws),
-        }
-        return _finish(rows.with_columns(**cols), RUNTIME_SCHEMA)
-
-    def gpu(self, slices: pl.DataFrame) -> pl.DataFrame:
-        rows = slices.filter(pl.col("cat").is_in(GPU_CATS))
-        raws = self.raws(rows["eid"])
-        a = decode_args(raws, A.GpuArgs)
-        grid = dims([x.grid for x in a])
-        block = dims([x.block for x in a])
-        cols: dict[str, Any] = {
-            "device": pl.coalesce(typed([x.device for x in a], pl.Int64), _int_in(rows["pid"])),
-            "stream": pl.coalesce(typed([x.stream for x in a], pl.Int64), _int_in(rows["tid"])),
-            "correlation": typed([x.correlation for x in a], pl.Int64),
-            "external_id": first_of(pl.Int64, [x.external_id for x in a], [x.external_id_old for x in a]),
-            "registers_per_thread": typed([x.registers for x in a], pl.Int64),
-            "shared_memory": typed([x.shared_memory for x in a], pl.Int64),
-            "blocks_per_sm": typed([x.blocks_per_sm for x in a], pl.Float64),
-            "warps_per_sm": typed([x.warps_per_sm for x in a], pl.Float64),
-            "est_occupancy_pct": typed([x.occupancy for x in a], pl.Float64),
-            "bytes": typed([x.bytes for x in a], pl.Int64),
-            "bandwidth_gbps": typed([x.bandwidth for x in a], pl.Float64),
-            "sync_kind": typed([x.sync_kind for x in a], pl.String),
-            "args": args_text(raws),
-        }
-        for i, axis in enumerate("xyz"):
-            cols[f"grid_{axis}"] = grid[i]
-            cols[f"block_{axis}"] = block[i]
-        return _finish(rows.with_columns(**cols), GPU_SCHEMA)
-
-    # -- points -------------------------------------------------------------------------
-
-    def flows(self) -> pl.DataFrame:
-        rows = self.base.filter(pl.col("ph").is_in(FLOW_PHASES) & pl.col("ts_ns").is_not_null())
-        ids = [_id_int(self.events[i].id) for i in rows["eid"].to_list()]
-        bps = [self.events[i].bp for i in rows["eid"].to_list()]
-        rows = rows.with_columns(
-            flow_id=pl.Series(ids, dtype=pl.Int64),
-            binding_point=pl.Series(bps, dtype=pl.String).replace("", None),
-        )
-        self.note("bad_flow_id", rows.filter(pl.col("flow_id").is_null()), "{n:,} flow events had no usable 'id'")
-        return _finish(rows, FLOWS_SCHEMA)
-
-    def instants(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        rows = self.base.filter(pl.col("ph").is_in(INSTANT_PHASES) & pl.col("ts_ns").is_not_null())
-        is_mem = pl.col("name") == "[memory]"
-        mem = rows.filter(is_mem)
-        a = decode_args(self.raws(mem["eid"]), A.MemoryArgs)
-        mem = mem.with_columns(
-            device_type=typed([x.device_type for x in a], pl.Int64),
-            device_id=typed([x.device_id for x in a], pl.Int64),
-            addr=typed([x.addr for x in a], pl.Int64),
-            bytes=typed([x.bytes for x in a], pl.Int64),
-            total_allocated=typed([x.total_allocated for x in a], pl.Int64),
-            total_reserved=typed([x.total_reserved for x in a], pl.Int64),
-        )
-        inst = rows.filter(~is_mem)
-        scopes = [self.events[i].s for i in inst["eid"].to_list()]
-        inst = inst.with_columns(
-            scope=pl.Series(scopes, dtype=pl.String).replace("", None),
-            args=args_text(self.raws(inst["eid"])),
-        )
-        return _finish(inst, INSTANTS_SCHEMA), _finish(mem, MEMORY_SCHEMA)
-
-    def counters(self) -> pl.DataFrame:
-        rows = self.base.filter((pl.col("ph") == "C") & pl.col("ts_ns").is_not_null())
-        decoded = decode_args(self.raws(rows["eid"]), dict)
-        eids, series, values = [], [], []
-        for eid, obj in zip(rows["eid"].to_list(), decoded):
-            for key, value in obj.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    eids.append(eid)
-                    series.append(str(key))
-                    values.append(float(value))
-        samples = pl.DataFrame({"eid": eids, "series": series, "value": values},
-                               schema={"eid": pl.Int64, "series": pl.String, "value": pl.Float64})
-        joined = samples.join(rows, on="eid", how="left")
-        return _finish(joined, COUNTERS_SCHEMA)
-
-    def phase_notes(self) -> None:
-        b = self.base
-        unknown = b.filter(~pl.col("ph").is_in(list(KNOWN_PHASES)))
-        self.note("unknown_phase", unknown, "{n:,} events had an unknown or missing 'ph'; ignored")
-        other = b.filter(pl.col("ph").is_in(["P", "O", "N", "D", "c", "(", ")"]))
-        self.note("ignored_phase", other, "{n:,} sample/object/context events (ph P, O, N, D, c, parentheses) are not analysed")
+    def rows_of(self, code: str, rows: pl.DataFrame, message: str) -> None:
+        if rows.height:
+            self.add(code, rows.height, message, int(rows["eid"].min()))
 
 
-def _finish(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Select the schema's columns (missing ones null), cast, and sort by time."""
-    cols = [
-        (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
-        for name, dtype in schema.items()
-    ]
-    out = frame.select(cols)
-    order = [c for c in ("ts_ns", "eid") if c in schema]
-    return out.sort(order, nulls_last=True)
+class Frames:
+    """Concatenates the chunks' parts in file order and finishes each frame."""
+
+    def __init__(self, parts: Sequence[Parts]) -> None:
+        self.parts = list(parts)
+        self.offsets: list[int] = []
+        total = 0
+        for p in self.parts:
+            self.offsets.append(total)
+            total += p.n
+        self.events = total
+
+    def take(self, name: str) -> pl.LazyFrame:
+        """`cat`, and the parts' frames of that name are let go (the plan holds them until run)."""
+        out = self.cat(name)
+        for p in self.parts:
+            p.frames.pop(name, None)
+        return out
+
+    def cat(self, name: str) -> pl.LazyFrame:
+        pieces = [p.frames[name].lazy().with_columns(eid=pl.col("eid") + off)
+                  for p, off in zip(self.parts, self.offsets) if name in p.frames and p.frames[name].height]
+        if not pieces:
+            return empty_part(name).lazy()
+        # the unprojected groups (pairs, counters, meta) may differ in optional columns
+        return pl.concat(pieces, how="vertical" if name in EMPTY_SCHEMAS else "diagonal_relaxed")
+
+    def stat(self, code: str) -> tuple[int, int | None]:
+        count, first = 0, None
+        for p, off in zip(self.parts, self.offsets):
+            n, f = p.stats[code]
+            count += n
+            if f is not None and (first is None or f + off < first):
+                first = f + off
+        return count, first
+
+    def note_stat(self, notes: Notes, code: str) -> None:
+        count, first = self.stat(code)
+        notes.add(code, count, STAT_MESSAGES[code], first)
+
+    @property
+    def kineto(self) -> bool:
+        return any(p.kineto for p in self.parts)
+
+    @property
+    def lenient(self) -> tuple[int, int]:
+        return sum(p.bad_types for p in self.parts), sum(p.dropped for p in self.parts)
 
 
-def _int_in(text: pl.Series) -> pl.Series:
-    """The integer in a pid/tid such as '7' or 'stream 7' (null when there is none)."""
-    return text.str.extract(r"(-?\d+)\s*$", 1).cast(pl.Int64, strict=False)
+def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
+    """The eight frames (counters included) in schema order, sorted by time; adds notes.
+
+    Frames are finished one at a time and each one's chunk parts are let go as soon as it
+    is built, so the peak is the parts plus one sorted frame, not twice everything.
+    """
+    for code in ("missing_ts", "missing_duration", "negative_duration", "zero_duration"):
+        frames.note_stat(notes, code)
+    paired = _pairs(frames.take("pairs").collect(), notes)
+    extra: dict[str, list[pl.LazyFrame]] = {"ops": [], "runtime": [], "gpu": [], "order": []}
+    if paired is not None:
+        for name, lf in slices_by_frame(paired.lazy()).items():
+            extra[name].append(lf)
+        extra["order"].append(paired.lazy().select("eid", "pid", "tid", "ts_ns"))
+    frames.note_stat(notes, "bad_flow_id")
+    frames.note_stat(notes, "unknown_phase")
+    frames.note_stat(notes, "ignored_phase")
+    order = pl.concat([frames.take("order"), *extra["order"]], how="vertical").sort("eid").collect()
+    _order_notes(order, notes)
+    del order
+    done: dict[str, pl.DataFrame] = {}
+    for name in ("ops", "runtime", "gpu", "flows", "instants", "memory"):
+        lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
+        done[name] = _sorted(lf, name).collect()
+    done["counters"] = counters_frame(frames.take("counters").collect())
+    return {name: done[name] for name in SCHEMAS if name != "warnings"}
 
 
-def _id_text(v: Any) -> str | None:
-    if v is None:
+def _sorted(lf: pl.LazyFrame, name: str) -> pl.LazyFrame:
+    schema = SCHEMAS[name]
+    return lf.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(["ts_ns", "eid"], nulls_last=True)
+
+
+def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
+    """B/E, b/e and S/F rows -> slices (begin rows with a duration); notes unmatched ones."""
+    if rows.is_empty():
         return None
-    return str(v)
+    rows = rows.rename({"id": "_id"})
+    out = []
+    for begin, end, keys, label in PAIRINGS:
+        if not rows["ph"].is_in([begin, end]).any():
+            continue
+        pairs, lone_b, lone_e = pair_spans(rows, begin, end, keys)
+        notes.add(f"unmatched_{begin}", lone_b, f"{{n:,}} '{begin}' events ({label}) had no matching end; dropped")
+        notes.add(f"unmatched_{end}", lone_e, f"{{n:,}} '{end}' events ({label}) had no matching begin; dropped")
+        out.append(pairs.drop("_id"))
+    return pl.concat(out, how="vertical_relaxed") if out else None
 
 
-def _id_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v if -(2**63) <= v < 2**63 else None
-    if isinstance(v, str):
-        s = v.strip().lower()
-        try:
-            n = int(s, 16) if s.startswith("0x") else int(s)
-        except ValueError:
-            return None
-        return n if -(2**63) <= n < 2**63 else None
+def _order_notes(slices: pl.DataFrame, notes: Notes) -> None:
+    back = slices.with_columns(_back=(pl.col("ts_ns").diff().over(["pid", "tid"]) < 0)).filter(pl.col("_back"))
+    notes.rows_of("out_of_order", back, "{n:,} events appear earlier in time than the event before them on their thread; frames are sorted by time")
+    notes.rows_of("negative_ts", slices.filter(pl.col("ts_ns") < 0), "{n:,} events have a negative timestamp (kept as is)")
+
+
+def counters_frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """`C` events -> one row per numeric series value."""
+    eids, series, values = [], [], []
+    for eid, text in zip(rows["eid"].to_list(), rows["args"].to_list()) if rows.height else ():
+        obj = decode_any(text) if text is not None else None
+        for key, value in (obj.items() if isinstance(obj, dict) else ()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                eids.append(eid)
+                series.append(str(key))
+                values.append(float(value))
+    samples = pl.DataFrame({"eid": eids, "series": series, "value": values},
+                           schema={"eid": pl.Int64, "series": pl.String, "value": pl.Float64})
+    if not rows.height:
+        return pl.DataFrame(schema=COUNTERS_SCHEMA)
+    joined = samples.join(rows, on="eid", how="left")
+    return joined.select([pl.col(c).cast(t) for c, t in COUNTERS_SCHEMA.items()]).sort(
+        ["ts_ns", "eid"], nulls_last=True, maintain_order=True)
+
+
+def skew_note(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
+    if runtime.is_empty() or gpu.is_empty():
+        return
+    launches = runtime.filter(pl.col("correlation").is_not_null()).select("correlation", launch_ts=pl.col("ts_ns"))
+    early = (
+        gpu.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
+        .join(launches.unique("correlation", keep="first"), on="correlation", how="inner")
+        .filter(pl.col("ts_ns") < pl.col("launch_ts"))
+    )
+    notes.rows_of("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
+
+
+def vendor(runtime: pl.DataFrame, gpu: pl.DataFrame) -> str | None:
+    if runtime["name"].str.starts_with("hip").any():
+        return "amd"
+    if not gpu.is_empty() or not runtime.is_empty():
+        return "nvidia"
     return None
 
 
-__all__ = ["Builder", "normalise_category"]
+__all__ = ["Any", "Frames", "Notes", "build_frames", "skew_note", "vendor"]

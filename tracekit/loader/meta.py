@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import msgspec
 import polars as pl
 
-from tracekit.loader.decode import Event, raw_text
+from tracekit.loader.args import NameArgs
 from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, THREADS_SCHEMA
 
 VERSION_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
@@ -57,28 +59,25 @@ def devices_frame(props: Any) -> pl.DataFrame:
     return frame.select(cols).unique("id", keep="first", maintain_order=True)
 
 
-def name_metadata(events: list[Event], eids: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """process/thread names, labels and sort indexes from `M` events; count conflicting repeats."""
-    from tracekit.loader.args import NameArgs
-    from tracekit.loader.columns import decode_args
+def name_metadata(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """process/thread names, labels and sort indexes from `M` events; count conflicting repeats.
 
-    ms = [events[i] for i in eids]
-    args = decode_args([e.args for e in ms], NameArgs)
+    `rows`: the M events in file order (columns name, pid, tid, args).
+    """
     procs: dict[str, dict[str, Any]] = {}
     threads: dict[tuple[str, str], dict[str, Any]] = {}
     conflicts = 0
-    for e, a in zip(ms, args):
-        pid, tid = raw_text(e.pid), raw_text(e.tid)
-        kind = e.name
-        if kind in ("process_name", "process_labels", "process_sort_index"):
+    for kind, pid, tid, args in rows.select("name", "pid", "tid", "args").iter_rows():
+        if kind not in _KINDS:
+            continue
+        a = _name_args(args)
+        if kind.startswith("process"):
             rec = procs.setdefault(pid, {"pid": pid, "name": None, "labels": None, "sort_index": None})
             key, value = {"process_name": ("name", a.name), "process_labels": ("labels", a.labels),
                           "process_sort_index": ("sort_index", a.sort_index)}[kind]
-        elif kind in ("thread_name", "thread_sort_index"):
+        else:
             rec = threads.setdefault((pid, tid), {"pid": pid, "tid": tid, "name": None, "sort_index": None})
             key, value = ("name", a.name) if kind == "thread_name" else ("sort_index", a.sort_index)
-        else:
-            continue
         value = _str(value) if key in ("name", "labels") else _int(value)
         if rec[key] is not None and value is not None and rec[key] != value:
             conflicts += 1
@@ -91,12 +90,25 @@ def name_metadata(events: list[Event], eids: list[int]) -> tuple[pl.DataFrame, p
     )
 
 
+_KINDS = frozenset({"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"})
+_NAME_ARGS = msgspec.json.Decoder(NameArgs)
+
+
+def _name_args(text: str | None) -> NameArgs:
+    if text is None:
+        return NameArgs()
+    try:
+        return _NAME_ARGS.decode(text)
+    except msgspec.DecodeError:
+        return NameArgs()
+
+
 def _int(v: Any) -> int | None:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
         return v
-    if isinstance(v, float) and v == v and abs(v) < 2**63:
+    if isinstance(v, float) and math.isfinite(v) and abs(v) < 2**63:
         return int(v)
     if isinstance(v, str):
         try:

@@ -1,9 +1,18 @@
-"""Reading a trace file into bytes: plain or gzip, with a decompression limit."""
+"""Reading a trace file: plain or gzip, with a decompression limit, whole or in pieces.
+
+`open_stream` yields the decompressed text in pieces of a few MB; a thread reads and
+inflates ahead (ISA-L and zlib release the GIL), so decompression overlaps decoding.
+`read_source` reads the whole file into memory (the benchmarks' baselines use it).
+"""
 
 from __future__ import annotations
 
+import io
 import os
+import queue
+import threading
 import zlib
+from collections.abc import Iterator
 
 try:  # ISA-L inflates gzip about twice as fast as zlib; same API
     from isal import isal_zlib as _inflate
@@ -17,6 +26,8 @@ from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 64 * 1024**3  # decompressed size refused past this (gzip bomb guard)
 _CHUNK = 8 * 1024 * 1024
+PIECE_BYTES = 1024 * 1024  # decompressed piece size handed to the scanner
+READ_AHEAD = 6  # pieces the reading thread may hold ready (a chunk and a half)
 
 
 @dataclass(frozen=True)
@@ -85,3 +96,139 @@ def _gunzip(fh, max_bytes: int, name: str) -> tuple[bytes, bool]:
                 d = _inflate.decompressobj(wbits=31)
                 fed = False
                 chunk = rest if rest.startswith(GZIP_MAGIC) else b""
+
+
+class Stream:
+    """The decompressed text of a trace file, as an iterator of pieces.
+
+    `truncated_gzip` is known once the iterator is exhausted. Errors (unreadable file,
+    corrupt gzip at the start, over the size limit) are raised by the iterator.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 piece_bytes: int = PIECE_BYTES, threaded: bool = True, data: bytes | None = None) -> None:
+        self.path = str(path)
+        if data is not None:  # bytes already in memory
+            self._fh = io.BytesIO(data)
+            self.size_bytes = len(data)
+        else:
+            p = Path(path)
+            try:
+                if p.is_dir():
+                    raise TraceError("is a directory, not a trace file", path=self.path)
+                self._fh = open(p, "rb")  # noqa: SIM115 (closed by close())
+            except TraceError:
+                raise
+            except OSError as exc:
+                raise _os_error(exc, self.path) from None
+            self.size_bytes = os.fstat(self._fh.fileno()).st_size
+        self.compressed = self._fh.read(2) == GZIP_MAGIC
+        self._fh.seek(0)
+        self.max_bytes = max_bytes
+        self.piece_bytes = piece_bytes
+        self.truncated_gzip = False
+        self.total = 0  # decompressed bytes produced so far
+        self._threaded = threaded
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        source = self._pieces()
+        if not self._threaded:
+            yield from source
+            return
+        q: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
+        self._thread = threading.Thread(target=self._produce, args=(source, q), name="tracekit-read", daemon=True)
+        self._thread.start()
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _produce(self, source: Iterator[bytes], q: queue.Queue) -> None:
+        try:
+            for piece in source:
+                if not self._put(q, piece):
+                    return
+        except Exception as exc:  # noqa: BLE001 (handed to the consuming thread)
+            self._put(q, exc)
+            return
+        self._put(q, None)
+
+    def _put(self, q: queue.Queue, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _pieces(self) -> Iterator[bytes]:
+        try:
+            if self.compressed:
+                yield from self._inflate()
+                return
+            if self.size_bytes > self.max_bytes:
+                raise TraceTooLargeError(f"file is {self.size_bytes:,} bytes, over the limit of {self.max_bytes:,}",
+                                         path=self.path)
+            while piece := self._fh.read(self.piece_bytes):
+                self.total += len(piece)
+                yield piece
+        except OSError as exc:
+            raise _os_error(exc, self.path) from None
+
+    def _inflate(self) -> Iterator[bytes]:
+        """Decompress (several gzip members allowed) up to max_bytes."""
+        d = _inflate.decompressobj(wbits=31)
+        fed = False  # has the current gzip member received any input?
+        limit = self.max_bytes
+        while chunk := self._fh.read(_CHUNK // 4):
+            while chunk:
+                fed = True
+                try:
+                    piece = d.decompress(chunk, max(1, min(self.piece_bytes, limit - self.total + 1)))
+                except (zlib.error, _inflate.error) as exc:
+                    if not self.total:
+                        raise TraceFormatError(f"corrupt gzip data: {exc}", path=self.path) from None
+                    self.truncated_gzip = True
+                    return
+                self.total += len(piece)
+                if self.total > limit:
+                    raise TraceTooLargeError(f"decompresses to more than {limit:,} bytes (limit); refusing",
+                                             path=self.path)
+                if piece:
+                    yield piece
+                chunk = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data
+                    d = _inflate.decompressobj(wbits=31)
+                    fed = False
+                    chunk = rest if rest.startswith(GZIP_MAGIC) else b""
+        self.truncated_gzip = fed and not d.eof
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._fh.close()
+
+
+def bytes_stream(data: bytes, piece_bytes: int = PIECE_BYTES) -> Iterator[bytes]:
+    """Bytes already in memory, as pieces (no copy)."""
+    view = memoryview(data)
+    for i in range(0, len(data), piece_bytes):
+        yield view[i : i + piece_bytes]
+
+
+def _os_error(exc: OSError, name: str) -> TraceError:
+    if isinstance(exc, FileNotFoundError):
+        return TraceError("no such file", path=name)
+    if isinstance(exc, IsADirectoryError):
+        return TraceError("is a directory, not a trace file", path=name)
+    if isinstance(exc, PermissionError):
+        return TraceError("permission denied", path=name)
+    return TraceError(f"cannot read: {exc.strerror or exc}", path=name)

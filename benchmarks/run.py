@@ -1,0 +1,242 @@
+"""The loader's benchmark suite: speed, memory, the cache, against baselines in the same run.
+
+    python benchmarks/run.py [--large [PATH]] [--repeat N] [--out FILE] [--hta-python PY]
+
+Traces: the 54 MB shared trace, and the 1 GB one made by `benchmarks/make_large.py`
+(`--large`, or whenever it exists at its default path). Every way of reading runs in a
+fresh child process, `--repeat` times (best kept), so each peak RSS is its own. Times are
+of the load call itself; the import of each way is timed apart.
+
+Ways:
+  tracekit          tracekit.load(path): streaming, a helper process on Linux for large traces
+  tracekit-serial   the same with workers=0 (one process)
+  tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
+  msgspec           gunzip + msgspec decode into gc=False structs, args raw: the floor for
+                    any loader that must look at every event
+  json              gunzip + json.loads (skipped for traces over 200 MB unless --json-large)
+  hta               HTA's TraceAnalysis, when --hta-python names an interpreter that has it
+                    (HTA is never installed into .venv)
+  report            (hook) the full `tracekit report` time, once that command exists
+
+Peak RSS: `rss` is the child's own peak; `rss_children` the peak of its helper process
+(which shares the parent's pages at fork, so the two overlap; both are reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / ".." / "shared" / "traces" / "v100_ddp_mlp_memory_rank1.json.gz"
+LARGE = Path("/tmp/tracekit-bench/v100_ddp_mlp_1gb.json")
+
+CHILD = r'''
+import gc, json, resource, sys, time
+path, way, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+t_import = time.perf_counter()
+if way.startswith("tracekit"):
+    import tracekit
+elif way == "msgspec":
+    import msgspec
+    from typing import Any
+    from tracekit.loader.source import read_source
+elif way == "json":
+    from tracekit.loader.source import read_source
+t0 = time.perf_counter()
+if way == "tracekit":
+    n = tracekit.load(path).meta.event_count
+elif way == "tracekit-serial":
+    n = tracekit.load(path, workers=0).meta.event_count
+elif way == "tracekit-cached":
+    n = tracekit.load(path, cache=True, cache_dir=extra["cache_dir"]).meta.event_count
+elif way == "json":
+    doc = json.loads(read_source(path).data)
+    n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+elif way == "msgspec":
+    class Ev(msgspec.Struct, gc=False):
+        ph: str = ""; cat: str = ""; name: str = ""; pid: Any = None; tid: Any = None
+        ts: Any = None; dur: Any = None; id: Any = None; args: msgspec.Raw = msgspec.Raw(b"")
+    class Doc(msgspec.Struct, gc=False):
+        traceEvents: list[Ev] = []
+    data = read_source(path).data
+    gc.disable()
+    n = len(msgspec.json.decode(data, type=Doc).traceEvents)
+    gc.enable()
+dt = time.perf_counter() - t0
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"seconds": dt, "import_seconds": t0 - t_import, "rss": own, "rss_children": kids, "events": n}))
+'''
+
+HTA_CHILD = r'''
+import json, resource, shutil, sys, tempfile, time
+from pathlib import Path
+path = sys.argv[1]
+tmp = Path(tempfile.mkdtemp())
+shutil.copy(path, tmp / ("rank-0" + "".join(Path(path).suffixes)))
+from hta.trace_analysis import TraceAnalysis
+t0 = time.perf_counter()
+analysis = TraceAnalysis(trace_dir=str(tmp))
+dt = time.perf_counter() - t0
+n = sum(len(df) for df in analysis.t.traces.values()) if hasattr(analysis, "t") else -1
+print(json.dumps({"seconds": dt, "import_seconds": 0.0, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "rss_children": 0, "events": n}))
+'''
+
+
+def child(python: str, code: str, path: Path, way: str, extra: dict, repeat: int, timeout: int) -> dict:
+    best: dict | None = None
+    for _ in range(repeat):
+        out = subprocess.run([python, "-c", code, str(path), way, json.dumps(extra)], capture_output=True,
+                             text=True, timeout=timeout, check=False)
+        if out.returncode:
+            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if best is None or r["seconds"] < best["seconds"]:
+            best = r
+    assert best is not None
+    return best
+
+
+def json_size(path: Path) -> int:
+    sys.path.insert(0, str(ROOT))
+    from tracekit.loader.source import Stream
+
+    stream = Stream(path, threaded=False)
+    try:
+        return sum(len(p) for p in stream)
+    finally:
+        stream.close()
+
+
+def bench_trace(path: Path, args: argparse.Namespace) -> dict:
+    size = json_size(path)
+    large = size > 200e6
+    repeat = args.large_repeat if large else args.repeat
+    ways = ["tracekit", "tracekit-serial", "msgspec"]
+    if not large or args.json_large:
+        ways.append("json")
+    results: dict[str, dict] = {}
+    timeout = 3600
+    with tempfile.TemporaryDirectory() as cache_dir:
+        for way in ways:
+            results[way] = child(sys.executable, CHILD, path, way, {}, repeat, timeout)
+        fill = child(sys.executable, CHILD, path, "tracekit-cached", {"cache_dir": cache_dir}, 1, timeout)
+        results["tracekit-cached"] = child(sys.executable, CHILD, path, "tracekit-cached", {"cache_dir": cache_dir},
+                                           repeat, timeout)
+        results["tracekit-cached"]["first_load_seconds"] = fill.get("seconds")
+    if args.hta_python:
+        results["hta"] = child(args.hta_python, HTA_CHILD, path, "hta", {}, 1, timeout)
+    results["report"] = report_time(path)
+    return summarise(path, size, results)
+
+
+def report_time(path: Path) -> dict:
+    """Hook for the full report time: runs `tracekit report` once that command exists."""
+    try:
+        import tracekit.cli.report  # noqa: F401
+    except ImportError:
+        return {"skipped": "no `tracekit report` command yet"}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_CACHE_HOME": tmp}  # the CLI caches by default: not into the user's folder
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "tracekit", "report", str(path), "-o", str(Path(tmp) / "r.html")],
+                             capture_output=True, text=True, check=False, env=env)
+        dt = time.perf_counter() - t0
+    if out.returncode:
+        return {"skipped": f"`tracekit report` failed: {out.stderr.strip().splitlines()[-1:]}"}
+    return {"seconds_with_startup": dt}
+
+
+def summarise(path: Path, size: int, results: dict[str, dict]) -> dict:
+    tk = results["tracekit"]
+    floor = results.get("msgspec", {})
+    js = results.get("json", {})
+    for way, r in results.items():
+        if "seconds" not in r or way == "report":
+            continue
+        r["mb_per_s"] = size / 1e6 / r["seconds"]
+        r["rss_over_json"] = r["rss"] / size
+        if "seconds" in floor:
+            r["x_msgspec_floor"] = r["seconds"] / floor["seconds"]
+        if "seconds" in js:
+            r["x_json_loads"] = r["seconds"] / js["seconds"]
+        if "seconds" in tk:
+            r["x_tracekit"] = r["seconds"] / tk["seconds"]
+    return {"trace": str(path), "json_bytes": size, "events": tk.get("events"), "ways": results}
+
+
+def show(summary: dict) -> None:
+    size = summary["json_bytes"]
+    print(f"\ntrace: {Path(summary['trace']).name}  JSON {size / 1e6:,.1f} MB  events {summary['events'] or 0:,}")
+    print(f"{'way':<17}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'helper MB':>11}{'RSS/JSON':>10}"
+          f"{'x floor':>9}{'x json':>8}")
+    for way, r in summary["ways"].items():
+        if way == "report":
+            continue
+        if "seconds" not in r:
+            print(f"{way:<17}  {r.get('error') or r.get('skipped')}")
+            continue
+        print(f"{way:<17}{r['seconds']:>9.3f}{r['mb_per_s']:>8.0f}{r['rss'] / 1e6:>13.0f}"
+              f"{r['rss_children'] / 1e6:>11.0f}{r['rss_over_json']:>10.2f}{r.get('x_msgspec_floor', float('nan')):>9.2f}"
+              f"{r.get('x_json_loads', float('nan')):>8.2f}")
+    cached = summary["ways"].get("tracekit-cached", {})
+    if cached.get("first_load_seconds"):
+        print(f"cache: first load (parse + write) {cached['first_load_seconds']:.3f}s, "
+              f"then {cached['seconds']:.3f}s from the cache")
+    rep = summary["ways"].get("report", {})
+    if "seconds_with_startup" in rep:
+        print(f"report: `tracekit report` took {rep['seconds_with_startup']:.2f}s (process start included)")
+    else:
+        print("report:", rep.get("skipped"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default=str(TRACE))
+    ap.add_argument("--large", nargs="?", const=str(LARGE), default=None,
+                    help=f"also the large trace (default {LARGE}; make it with benchmarks/make_large.py)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--large-repeat", type=int, default=1, help="repeats for traces over 200 MB")
+    ap.add_argument("--json-large", action="store_true", help="run json.loads on the large trace too (slow, big)")
+    ap.add_argument("--hta-python", help="an interpreter with HTA installed (a side environment)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
+    args = ap.parse_args()
+    traces = [Path(args.trace)]
+    large = Path(args.large) if args.large else (LARGE if LARGE.exists() else None)
+    if large is not None:
+        if not large.exists():
+            print(f"large trace not found: {large} (python benchmarks/make_large.py makes it)", file=sys.stderr)
+            return 2
+        traces.append(large)
+    summaries = []
+    for path in traces:
+        if not path.exists():
+            print(f"trace not found: {path}", file=sys.stderr)
+            return 2
+        summary = bench_trace(path, args)
+        show(summary)
+        summaries.append(summary)
+    machine = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": _cpus()}
+    Path(args.out).write_text(json.dumps({"machine": machine, "traces": summaries}, indent=2))
+    print(f"\nfigures written to {args.out}")
+    return 0
+
+
+def _cpus() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""The streaming loader gives the same Trace whatever the chunking, helper or cache."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+
+import polars as pl
+import pytest
+from builders import TraceBuilder
+from conftest import real_trace
+
+import tracekit
+from tracekit.loader import cache as tkcache
+from tracekit.loader import load_file, loads
+from tracekit.loader.workers import helper_available
+from tracekit.model import Trace
+
+ONE_SHOT = 1 << 40  # a chunk size no test trace reaches: the whole array is one piece
+
+
+def assert_same(a: Trace, b: Trace) -> None:
+    for name, frame in a.frames().items():
+        other = getattr(b, name)
+        assert frame.schema == other.schema, name
+        assert frame.equals(other), f"{name} differs:\n{frame}\n{other}"
+    for name in a.meta.__dataclass_fields__:
+        x, y = getattr(a.meta, name), getattr(b.meta, name)
+        if isinstance(x, pl.DataFrame):
+            assert x.equals(y), f"meta.{name}"
+        else:
+            assert x == y, f"meta.{name}: {x!r} != {y!r}"
+
+
+def busy_trace() -> TraceBuilder:
+    """Every event family, ids that link across the file, shapes, awkward text in args."""
+    b = TraceBuilder(base_time_ns=1_700_000_000_000_000_000)
+    for step in range(6):
+        t0 = step * 1_000_000
+        b.annotation(f"ProfilerStep#{step}", t0, 900_000, gpu=True)
+        ext = b.op("aten::mm", t0 + 1_000, 50_001, args={
+            "Input Dims": [[8, 16], [16, 32], []], "Input type": ["float", "float", "Scalar"],
+            "Concrete Inputs": ["", "", "1"], "Input Strides": [[16, 1], [32, 1], []],
+            "nested": [{"a": 1}, {"b": "}, {"}, {"c": [{"d": "},{"}]}],  # separators inside args
+        })
+        b.launch_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", ext=ext, launch_ns=t0 + 2_000,
+                        launch_dur_ns=4_999, start_ns=t0 + 10_500, dur_ns=30_123, grid=(8, 4, 1))
+        b.launch_copy("HtoD (Pageable -> Device)", launch_ns=t0 + 60_000, launch_dur_ns=3_000,
+                      start_ns=t0 + 70_000, dur_ns=2_000, nbytes=4096)
+        b.sync("Stream Sync", t0 + 80_000, 1_000)
+        b.memory(t0 + 90_000, 4096, 1 << 20, 1 << 21)
+        b.raw({"ph": "B", "name": f"outer{step}", "pid": 1, "tid": 1, "ts": t0 / 1000})
+        b.raw({"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": t0 / 1000 + 3, "s": "t"})
+        b.raw({"ph": "C", "name": "mem", "pid": 1, "ts": t0 / 1000 + 4, "args": {"heap": step, "gpu": 2.5}})
+        b.raw({"ph": "b", "cat": "net", "id": f"0x{step:x}", "name": "req", "pid": 1, "tid": 4, "ts": t0 / 1000 + 1})
+    for step in range(6):  # the ends come long after their begins: pairs straddle chunks
+        t0 = step * 1_000_000
+        b.raw({"ph": "e", "cat": "net", "id": f"0x{step:x}", "name": "req", "pid": 1, "tid": 5, "ts": t0 / 1000 + 7})
+        b.raw({"ph": "E", "pid": 1, "tid": 1, "ts": t0 / 1000 + 500, "name": "a name with \"quotes\" and },{"})
+    b.raw({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "renamed"}})
+    return b
+
+
+def load_text(tmp_path, text: str | bytes, name: str = "t.json", **kw) -> Trace:
+    p = tmp_path / name
+    p.write_bytes(text.encode() if isinstance(text, str) else text)
+    return load_file(p, **kw)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 97, 1_000, 20_000])
+def test_chunked_equals_one_shot(tmp_path, chunk_bytes):
+    text = busy_trace().text()
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
+    assert one.ops.filter(pl.col("ph") == "B").height == 6 and one.ops.filter(pl.col("ph") == "b").height == 6
+    assert one.ops["input_dims"].drop_nulls().unique().to_list() == ["[[8,16],[16,32],[]]"]
+    assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes, workers=0))
+
+
+@pytest.mark.skipif(not helper_available(), reason="no fork or a single CPU")
+@pytest.mark.parametrize("chunk_bytes", [1, 500, 5_000])
+def test_helper_process_equals_one_shot(tmp_path, chunk_bytes):
+    text = busy_trace().text()
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
+    assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes, workers=1))
+    gz = gzip.compress(text.encode())
+    assert_same(one.replace(meta=tracekit.TraceMeta()), load_text(tmp_path, gz, "t.json.gz", chunk_bytes=chunk_bytes,
+                                                                  workers=1).replace(meta=tracekit.TraceMeta()))
+
+
+def test_compact_separators_and_bare_array(tmp_path):
+    events = busy_trace().document()["traceEvents"]
+    text = json.dumps(events, separators=(",", ":"), default=lambda o: o.ns / 1000)
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT)
+    assert one.meta.format == "kineto-array" and one.gpu.height > 0
+    assert_same(one, load_text(tmp_path, text, chunk_bytes=50))
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.555, 0.9, 0.999])
+@pytest.mark.parametrize("workers", [0, 1])
+def test_truncated_input_recovers_the_same_at_any_chunking(tmp_path, cut, workers):
+    if workers and not helper_available():
+        pytest.skip("no fork or a single CPU")
+    full = busy_trace().text().encode()
+    text = full[: int(len(full) * cut)]
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
+    assert one.meta.recovered and "truncated" in one.warnings["code"].to_list()
+    for chunk_bytes in (1, 300, 4_000):
+        assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes, workers=workers))
+
+
+def test_malformed_middle_and_wrong_types_in_a_middle_chunk(tmp_path):
+    b = TraceBuilder()
+    for i in range(200):
+        b.op(f"op{i}", i * 100, 50)
+    doc = b.document()
+    doc["traceEvents"][90] = {"ph": 5, "cat": ["x"], "name": None, "pid": 1.0, "tid": True, "ts": "20", "dur": "2"}
+    doc["traceEvents"][91] = "not an event"
+    text = json.dumps(doc, indent=1, default=lambda o: o.ns / 1000)
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT)
+    codes = dict(zip(one.warnings["code"], one.warnings["count"]))
+    assert codes["bad_field_type"] == 1 and codes["not_an_event"] == 1
+    for chunk_bytes in (1, 700):
+        assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes))
+    broken = text.replace('"op150"', '"op150" @', 1)  # invalid JSON in the middle
+    one = load_text(tmp_path, broken, chunk_bytes=ONE_SHOT)
+    assert one.meta.recovered and one.ops.height == 148  # op0..op149 less the two replaced
+    msg = one.warnings.filter(pl.col("code") == "truncated")["message"].item()
+    assert msg.startswith("the event array is malformed at byte")
+    for chunk_bytes in (1, 700, 5_000):
+        assert_same(one, load_text(tmp_path, broken, chunk_bytes=chunk_bytes))
+
+
+def test_tail_keys_after_the_event_array(tmp_path):
+    doc = busy_trace().document()
+    events = doc.pop("traceEvents")
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x}, {y",
+                       "extraList": [{"a": 1}, {"b": 2}], "baseTimeNanoseconds": 5}, indent=1,
+                      default=lambda o: o.ns / 1000)
+    one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT)
+    assert one.meta.base_time_ns == 5 and one.meta.trace_name == "x}, {y"
+    assert one.meta.extra == {"extraList": [{"a": 1}, {"b": 2}]}
+    for chunk_bytes in (1, 2_000):
+        assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes))
+
+
+def test_loads_takes_gzip_bytes_and_the_old_two_step_form(tmp_path):
+    text = busy_trace().text().encode()
+    one = loads(text)
+    assert_same(one.replace(meta=tracekit.TraceMeta()), loads(gzip.compress(text)).replace(meta=tracekit.TraceMeta()))
+    from tracekit.loader import build_trace
+    from tracekit.loader.decode import decode_trace
+    from tracekit.loader.source import Source
+
+    src = Source(path="<bytes>", size_bytes=len(text), data=text, compressed=False, truncated_gzip=False)
+    assert_same(one, build_trace(decode_trace(text), src))
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+
+def test_cache_gives_the_same_trace_and_is_reused(tmp_path, monkeypatch):
+    path = busy_trace().write(tmp_path / "t.json.gz")
+    cache_dir = tmp_path / "cache"
+    plain = tracekit.load(path)
+    first = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    assert len(list(cache_dir.iterdir())) == 1
+    assert_same(plain, first)
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the cache was not used")
+
+    monkeypatch.setattr("tracekit.loader.load_file", no_parse)
+    second = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    assert_same(plain, second)
+    relative = os.path.relpath(path)
+    assert tracekit.load(relative, cache=True, cache_dir=cache_dir).meta.path == relative
+
+
+def test_cache_invalidated_when_the_file_changes(tmp_path):
+    cache_dir = tmp_path / "cache"
+    path = tmp_path / "t.json"
+    b = busy_trace()
+    b.write(path)
+    before = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    b.op("one more", 5_000_000, 10)
+    b.write(path)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    after = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    assert after.ops.height == before.ops.height + 1
+    assert_same(tracekit.load(path), after)
+    assert len(list(cache_dir.iterdir())) == 2
+
+
+def test_cache_invalidated_by_a_new_loader_version(tmp_path, monkeypatch):
+    path = busy_trace().write(tmp_path / "t.json")
+    key = tkcache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
+    monkeypatch.setattr(tkcache, "code_version", lambda: "another")
+    assert tkcache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES) != key
+
+
+@pytest.mark.parametrize("damage", ["meta", "frame", "schema", "empty"])
+def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path, damage):
+    path = busy_trace().write(tmp_path / "t.json")
+    cache_dir = tmp_path / "cache"
+    plain = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    (entry,) = cache_dir.iterdir()
+    if damage == "meta":
+        (entry / "meta.json").write_text("{not json")
+    elif damage == "frame":
+        (entry / "gpu.parquet").write_bytes(b"PAR1 garbage")
+    elif damage == "schema":
+        pl.DataFrame({"x": [1]}).write_parquet(entry / "ops.parquet")
+    else:
+        for f in entry.iterdir():
+            f.unlink()
+    assert tkcache.read(cache_dir, entry.name, path=str(path)) is None
+    again = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    assert_same(plain, again)
+    assert tkcache.read(cache_dir, entry.name, path=str(path)) is not None  # rewritten
+
+
+def test_cache_dir_defaults(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert tkcache.cache_dir() == tmp_path / "tracekit"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert tkcache.cache_dir() == tkcache.Path.home() / ".cache" / "tracekit"
+    assert tkcache.cache_dir(tmp_path / "x") == tmp_path / "x"
+
+
+def test_unreadable_cache_dir_still_loads(tmp_path):
+    path = busy_trace().write(tmp_path / "t.json")
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("")
+    t = tracekit.load(path, cache=True, cache_dir=blocker / "cache")
+    assert t.ops.height > 0
+
+
+# -- real traces ---------------------------------------------------------------------------------
+
+REAL = ["h100_qwen15_05b_hf_inference.json.gz", "chrome_browser_lthi_generic.json.gz",
+        "resnet50_2021_array_form.json.gz", "truncated_trailing_comma.json", "mi250_toy_train_rocm62.json.gz"]
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", REAL)
+def test_real_trace_streamed_equals_one_shot(name):
+    path = real_trace(name)
+    one = load_file(path, chunk_bytes=ONE_SHOT, workers=0)
+    assert_same(one, load_file(path, chunk_bytes=256 * 1024, workers=1 if helper_available() else 0))
+
+
+@pytest.mark.real
+def test_real_trace_cache_round_trip(tmp_path):
+    path = real_trace("h100_qwen15_05b_hf_inference.json.gz")
+    plain = tracekit.load(path)
+    tracekit.load(path, cache=True, cache_dir=tmp_path)
+    t0 = time.perf_counter()
+    cached = tracekit.load(path, cache=True, cache_dir=tmp_path)
+    assert time.perf_counter() - t0 < 5
+    assert_same(plain, cached)
+
+
+def test_cli_cache_option(tmp_path, monkeypatch):
+    import click
+    from click.testing import CliRunner
+
+    from tracekit.cli.common import cache_opt, load_trace
+
+    @click.command()
+    @click.argument("path")
+    @cache_opt
+    def show(path):
+        click.echo(load_trace(path).ops.height)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = busy_trace().write(tmp_path / "t.json")
+    cache = tmp_path / "xdg" / "tracekit"
+    runner = CliRunner()
+    assert runner.invoke(show, [str(path)]).exit_code == 0
+    assert not cache.exists()  # small file: not cached unless asked
+    assert runner.invoke(show, [str(path), "--no-cache"]).exit_code == 0
+    assert not cache.exists()
+    result = runner.invoke(show, [str(path), "--cache"])
+    assert result.exit_code == 0 and int(result.output) > 0
+    assert len(list(cache.iterdir())) == 1

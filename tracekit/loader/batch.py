@@ -1,0 +1,209 @@
+"""Decoded events -> a batch: per frame, the columns of its rows as an Arrow IPC stream.
+
+Events are sorted into the frames they feed (by `ph`, and by category for complete
+events) with one pass over two lists; each group then takes only the fields its frame
+reads, and only its rows' `args` are decoded into typed structs (one msgspec call per
+group). The columns are written as Arrow buffers (`tracekit.loader.arrow`), so the main
+process reads them in Rust without holding the GIL, whichever process decoded them.
+
+Integer columns come as `<name>_i` when every value is an integer (the common case,
+cheapest to convert), else as text. Nulls are markers (`args.INT_NULL`, NaN,
+`args.STR_NULL`, `events.NO_ARGS`) that `tracekit.loader.columns` turns back into nulls.
+
+Plain Python and msgspec only: the helper process builds batches too.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import defaultdict
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import msgspec
+
+from tracekit.loader import args as A
+from tracekit.loader import arrow as W
+from tracekit.loader.categories import X_KIND
+from tracekit.loader.events import Event, PieceError, decode_piece, gc_paused, number_text, scalar_text
+
+SHAPE_FIELDS = ("input_dims", "input_dims_old", "input_types", "input_strides", "concrete_inputs")
+
+INSTANT_PHASES = ("i", "I", "n", "R", "T", "p")
+FLOW_PHASES = ("s", "t", "f")
+PAIR_PHASES = ("B", "E", "b", "e", "S", "F")
+GROUP_BY_PH: dict[str, str] = {
+    "X": "x", "C": "counters", "M": "meta",
+    **{ph: "flows" for ph in FLOW_PHASES}, **{ph: "instants" for ph in INSTANT_PHASES},
+    **{ph: "pairs" for ph in PAIR_PHASES},
+}  # any other phase: "other" (noted, not analysed)
+
+
+# the fields each group's frame reads (ph is taken from the ph list where it varies)
+FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu": ("name", "pid", "tid", "ts", "dur"),
+    "runtime": ("name", "pid", "tid", "ts", "dur"),
+    "ops": ("name", "pid", "tid", "ts", "dur"),
+    "flows": ("name", "pid", "tid", "ts", "id", "bp"),
+    "instants": ("name", "pid", "tid", "ts", "s"),
+    "counters": ("name", "pid", "tid", "ts"),
+    "meta": ("name", "pid", "tid"),
+    "pairs": ("name", "pid", "tid", "ts", "dur", "id"),
+    "other": ("ts",),
+}
+WITH_PH = frozenset({"flows", "instants", "pairs", "other"})
+WITH_ARGS_TEXT = frozenset({"gpu", "runtime", "ops", "instants", "counters", "meta", "pairs"})
+TYPED = frozenset(A.FAMILIES)  # gpu, runtime, ops, instants (memory samples), pairs
+
+_GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "s", "args")}
+_GET_SHAPE = {f: attrgetter(f) for f in SHAPE_FIELDS}
+
+Batch = dict[str, Any]
+
+
+def build_batch(events: list[Event], bad_types: int = 0, dropped: int = 0) -> Batch:
+    """The columns of a run of events, grouped by the frame they feed (local eids 0..n-1)."""
+    phs = list(map(_GET["ph"], events))
+    cats = list(map(_GET["cat"], events))
+    dicts: dict[str, Any] = {}
+    codes = {"ph": _codes(phs, dicts, "ph"), "cat": _codes(cats, dicts, "cat")}
+    groups: dict[str, bytes] = {}
+    for key, eids in _group(phs, cats).items():
+        rows = [events[eids[0]]] if len(eids) == 1 else itemgetter(*eids)(events)
+        groups[key] = W.ipc_stream(_columns(key, eids, rows, codes, dicts), len(eids))
+    return {"n": len(events), "bad_types": bad_types, "dropped": dropped, "dicts": dicts, "groups": groups}
+
+
+def _codes(values: list[str], dicts: dict[str, Any], name: str) -> list[int]:
+    """Dictionary-encode strings: dicts[name] gets the distinct values, the result their codes."""
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    dicts[name] = list(index)
+    return list(map(index.__getitem__, values))
+
+
+def _group(phs: list[str], cats: list[str]) -> dict[str, list[int]]:
+    by_ph: dict[str, list[int]] = defaultdict(list)
+    for i, key in enumerate(map(GROUP_BY_PH.get, phs, repeat("other"))):
+        by_ph[key].append(i)
+    out = {k: v for k, v in by_ph.items() if k != "x"}
+    if "x" in by_ph:
+        by_kind: dict[str, list[int]] = defaultdict(list)
+        xs = by_ph["x"]
+        for i, kind in zip(xs, map(X_KIND.get, itemgetter(*xs)(cats) if len(xs) > 1 else [cats[xs[0]]],
+                                    repeat("ops"))):
+            by_kind[kind].append(i)
+        out.update(by_kind)
+    return out
+
+
+def _pick(values: list[Any], eids: list[int]) -> list[Any]:
+    if len(eids) <= 1:
+        return [values[i] for i in eids]
+    return list(itemgetter(*eids)(values))
+
+
+Column = tuple[str, str, tuple[bytes, ...]]
+
+
+def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
+             dicts: dict[str, Any]) -> list[Column]:
+    """A group's columns. String fields are dictionary-encoded (`<name>_c` codes into
+    dicts[name] or dicts[key][name]): categories and names repeat a lot."""
+    cols: list[Column] = [("eid", W.INT64, W.int64(eids)), ("cat_c", W.INT64, W.int64(_pick(codes["cat"], eids)))]
+    if key in WITH_PH:
+        cols.append(("ph_c", W.INT64, W.int64(_pick(codes["ph"], eids))))
+    group_dicts: dict[str, list[str]] = {}
+    for f in FIELDS[key]:
+        values = list(map(_GET[f], rows))
+        if f in ("name", "bp", "s"):
+            cols.append((f + "_c", W.INT64, W.int64(_codes(values, group_dicts, f))))
+        else:  # pid, tid, ts, dur, id: decoded untyped
+            cols.append(_scalars(f, values))
+    dicts[key] = group_dicts
+    if key in WITH_ARGS_TEXT:
+        raws = list(map(_GET["args"], rows))
+        cols.append(("args", W.UTF8, _raw_text(raws)))
+        if key in TYPED:
+            array_text = b"[" + b",".join(raws) + b"]"
+            fields = A.present(key, array_text)
+            structs = A.typed_args(fields, array_text) if fields else []
+            for f in fields:
+                values = list(map(attrgetter(f), structs))
+                kind = A.KIND[f]
+                if kind == "int":
+                    cols.append((f, W.INT64, W.int64(values)))
+                elif kind == "float":
+                    cols.append((f, W.FLOAT64, W.float64(values)))
+                elif kind == "str":
+                    cols.append((f, W.UTF8, W.utf8_strings(values)))
+                else:  # grid, block: (x, y, z)
+                    for i, axis in enumerate("xyz"):
+                        cols.append((f"{f}_{axis}", W.INT64, W.int64(list(map(itemgetter(i), values)))))
+            if key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS):
+                shapes = A.shapes(array_text)
+                for f in SHAPE_FIELDS:
+                    cols.append((f, W.UTF8, _raw_text(list(map(_GET_SHAPE[f], shapes)))))
+    return cols
+
+
+def _scalars(name: str, values: list[Any]) -> Column:
+    """Untyped scalars: an Int64 column `<name>_i` when all are integers, else their text.
+
+    (`true` where a number belongs must not pass for 1: bools take the text path.)
+    """
+    try:
+        ints = array("q", values)
+    except (TypeError, OverflowError):
+        ints = None
+    if ints is not None and bool not in set(map(type, values)):
+        return (name + "_i", W.INT64, (ints.tobytes(),))
+    if name in ("ts", "dur"):
+        texts = [number_text(v) or "" for v in values]  # "": not a number, read as null
+    else:
+        texts = [A.STR_NULL if v is None else scalar_text(v) for v in values]
+    return (name, W.UTF8, W.utf8_strings(texts))
+
+
+def _raw_text(raws: list[Any]) -> tuple[bytes, bytes]:
+    """Raw JSON values as a text column; bytes that are not UTF-8 are replaced."""
+    offsets, data = W.utf8_raw(raws)
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return W.utf8_strings([bytes(r).decode("utf-8", "replace") for r in raws])
+    return offsets, data
+
+
+def piece_batch(piece: bytes) -> Batch:
+    """Decode a piece (`[` + complete events + `]`) into a batch; raises `PieceError`."""
+    with gc_paused():
+        events, bad_types, dropped = decode_piece(piece)
+        return build_batch(events, bad_types, dropped)
+
+
+def encode_error(exc: PieceError) -> Batch:
+    return {"error": exc.message, "at": exc.at, "size": exc.size}
+
+
+def empty_batch() -> Batch:
+    return build_batch([])
+
+
+def pack(batch: Batch) -> bytes:
+    """A batch as bytes for the pipe (msgpack; pickle for values msgpack cannot hold)."""
+    try:
+        return b"m" + msgspec.msgpack.encode(batch)
+    except (TypeError, OverflowError, msgspec.EncodeError):  # e.g. an integer beyond 64 bits
+        import pickle
+
+        return b"p" + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes) -> Batch:
+    if data[:1] == b"m":
+        return msgspec.msgpack.decode(memoryview(data)[1:])
+    import pickle
+
+    return pickle.loads(memoryview(data)[1:])

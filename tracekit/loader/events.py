@@ -1,0 +1,208 @@
+"""Event-array text -> typed `Event` structs, with leniency for broken items.
+
+Plain Python and msgspec only (no Polars): this module also runs in the loader's worker
+process. `pid`, `tid`, `ts`, `dur` and `id` decode untyped with `float_hook=str`: integers come out
+as Python ints and any number with a fraction or an exponent as its exact JSON text, so
+times are parsed later, column-wise and exactly. `args` stays raw JSON text
+(`msgspec.Raw`) until its typed keys are decoded for the rows that need them.
+
+A *piece* is a JSON array holding a run of complete events: `[` + chunk text + `]`.
+`decode_piece` decodes one; when an item is not an event object or has fields of the
+wrong type, the piece is decoded item by item and the problems are counted.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+
+EMPTY_RAW = msgspec.Raw(b"")
+# `args` of an event that has none: a valid JSON object (so a batch of args decodes in one
+# call) that no real trace writes; the args text column maps it back to null.
+NO_ARGS = b'{"\\u001e":0}'
+NO_ARGS_RAW = msgspec.Raw(NO_ARGS)
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: str = ""
+    s: str = ""
+    args: msgspec.Raw = NO_ARGS_RAW
+
+
+EVENTS = msgspec.json.Decoder(list[Event], float_hook=str)
+_EVENT = msgspec.json.Decoder(Event, float_hook=str)
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+_ANY_EXACT = msgspec.json.Decoder(float_hook=str)
+
+Note = tuple[str, int, str]  # (code, count, message)
+
+
+@contextmanager
+def gc_paused():
+    """The structs are `gc=False`; pausing the collector keeps big decodes linear."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class PieceError(Exception):
+    """A piece is not valid JSON. `at` is the byte offset in the piece where it broke."""
+
+    def __init__(self, message: str, at: int, size: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.at = at
+        self.size = size
+
+    @property
+    def at_end(self) -> bool:
+        """The break is at the very end: input cut short (or a chunk cut in the wrong place)."""
+        return "truncated" in self.message or self.at >= self.size - 2
+
+
+def decode_piece(piece: bytes) -> tuple[list[Event], int, int]:
+    """Decode `[events...]`; returns (events, items with wrong field types, items dropped).
+
+    Raises `PieceError` when the text is not valid JSON. An item that is valid JSON but not
+    an event (or holds bytes that are not UTF-8) is dropped and counted.
+    """
+    try:
+        return EVENTS.decode(piece), 0, 0
+    except msgspec.DecodeError:  # a ValidationError, or an item msgspec rejects (bad UTF-8)
+        pass
+    try:
+        raws = _RAW_LIST.decode(piece)
+    except msgspec.DecodeError as exc:
+        raise _piece_error(exc, len(piece)) from None
+    return decode_leniently(raws)
+
+
+def _piece_error(exc: Exception, size: int) -> PieceError:
+    message = str(exc)
+    return PieceError(message, error_offset(message, size), size)
+
+
+def error_offset(error: str, default: int) -> int:
+    marker = "(byte "
+    i = error.rfind(marker)
+    if i >= 0:
+        digits = error[i + len(marker) :].split(")")[0]
+        if digits.isdigit():
+            return int(digits)
+    return default
+
+
+def decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], int, int]:
+    """Decode events one by one; repair fields of the wrong type, drop what is not an object."""
+    events: list[Event] = []
+    bad_types = 0
+    dropped = 0
+    for raw in raws:
+        try:
+            events.append(_EVENT.decode(raw))
+            continue
+        except msgspec.DecodeError:
+            pass
+        try:
+            obj = _ANY_EXACT.decode(raw)
+        except msgspec.DecodeError:
+            dropped += 1
+            continue
+        if not isinstance(obj, dict):
+            dropped += 1
+            continue
+        events.append(_coerce_event(obj))
+        bad_types += 1
+    return events, bad_types, dropped
+
+
+def lenient_notes(bad_types: int, dropped: int) -> list[Note]:
+    notes: list[Note] = []
+    if bad_types:
+        notes.append(("bad_field_type", bad_types, f"{bad_types:,} events had fields of the wrong type; the fields were coerced or ignored"))
+    if dropped:
+        notes.append(("not_an_event", dropped, f"{dropped:,} array items were not JSON objects and were dropped"))
+    return notes
+
+
+def _coerce_event(obj: dict[str, Any]) -> Event:
+    def text(key: str) -> str:
+        v = obj.get(key)
+        return v if isinstance(v, str) else ("" if v is None else str(v))
+
+    args = obj.get("args")
+    return Event(
+        ph=text("ph"),
+        cat=text("cat"),
+        name=text("name"),
+        pid=obj.get("pid"),
+        tid=obj.get("tid"),
+        ts=obj.get("ts"),
+        dur=obj.get("dur"),
+        id=obj.get("id"),
+        bp=text("bp"),
+        s=text("s"),
+        args=msgspec.Raw(msgspec.json.encode(args)) if isinstance(args, dict) else NO_ARGS_RAW,
+    )
+
+
+def scalar_text(v: Any) -> str | None:
+    """A decoded JSON scalar as the text the trace wrote (strings as themselves)."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return msgspec.json.encode(v).decode()
+
+
+def number_text(v: Any) -> str | None:
+    """A decoded `ts`/`dur` as number text (strings kept: they may hold a number)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def raw_text(raw: bytes | str | None) -> str | None:
+    """A raw JSON scalar as text: strings without their quotes (unescaped), numbers as written."""
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    if not text:
+        return None
+    if text.startswith('"'):
+        if "\\" not in text and text.endswith('"') and len(text) >= 2:
+            return text[1:-1]
+        try:
+            value = _ANY.decode(text)
+        except msgspec.DecodeError:
+            return text.strip('"')
+        return value if isinstance(value, str) else text
+    return None if text == "null" else text
+
+
+def decode_any(raw: bytes | str) -> Any:
+    """Decode JSON text into Python values; None when it is not valid JSON."""
+    try:
+        return _ANY.decode(raw)
+    except msgspec.DecodeError:
+        return None

@@ -1,0 +1,199 @@
+"""The streaming read: decompressed pieces -> chunks -> batches -> Polars parts.
+
+The main thread cuts the event array into chunks and decodes them; with a helper
+process, chunks are cut *speculatively* and shared out (up to `HELPER_QUEUE` at a time go
+to the helper, the rest are decoded here). A thread turns each batch into Polars parts
+as it arrives, so Polars' work overlaps the decoding. At most a few chunks of text and
+one chunk of Python objects are alive at any time: peak memory follows the size of the
+frames, not of the JSON.
+
+A speculative chunk that fails (cut in the wrong place, or broken input) is not trusted:
+the results from it on are dropped, its text is put back, and the rest is read by the
+main thread alone, checking each cut before the next (`_verified`). The final piece
+(the end of the array and anything after it) is always read here; that is where
+truncated or malformed input is recovered.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit.loader.batch import Batch, empty_batch, piece_batch
+from tracekit.loader.columns import Parts, chunk_parts
+from tracekit.loader.events import PieceError
+from tracekit.loader.scan import Final, Reader, Recovery, read_final
+from tracekit.loader.workers import Helper, read_batch
+
+CHUNK_BYTES = 4 * 1024 * 1024
+HELPER_QUEUE = 3  # chunks handed to the helper ahead of its work
+INGEST_QUEUE = 2  # batches waiting for Polars (each holds about a chunk's worth of columns)
+RECUT_TRIES = 6  # a chunk cut in the wrong place is cut again this often, then read whole
+
+
+@dataclass
+class ReadResult:
+    form: str  # object | array
+    top: dict[str, Any]  # top-level keys other than traceEvents, in file order
+    parts: list[Parts]  # per chunk, in file order
+    recovery: Recovery | None = None
+    not_closed: bool = False
+    events: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Ingest:
+    """Turns batches into parts in a background thread, keyed by chunk index."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, Parts] = {}
+        self._q: queue.Queue = queue.Queue(maxsize=INGEST_QUEUE)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="tracekit-ingest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    index, batch = item
+                    self.parts[index] = chunk_parts(read_batch(batch))
+            except Exception as exc:  # noqa: BLE001 (re-raised in the main thread)
+                self._error = exc
+            finally:
+                self._q.task_done()
+
+    def put(self, index: int, batch: Batch) -> None:
+        self._raise()
+        self._q.put((index, batch))
+
+
+    def drop_from(self, index: int) -> None:
+        self._q.join()
+        for i in [i for i in self.parts if i >= index]:
+            del self.parts[i]
+
+    def finish(self) -> list[Parts]:
+        self._q.put(None)
+        self._thread.join()
+        self._raise()
+        return [self.parts[i] for i in sorted(self.parts)]
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_BYTES,
+               helper: Helper | None = None) -> ReadResult:
+    reader = Reader(pieces, chunk_bytes=chunk_bytes, path=path)
+    ingest = Ingest()
+    try:
+        head = reader.read_head()
+        final: Final | None = head.final
+        prev_end = None
+        if final is None:
+            if helper is not None:
+                prev_end = _speculate(reader, ingest, helper)
+            prev_end = _verified(reader, ingest, prev_end)
+            final = reader.final("object" if head.form == "object" else "array")
+        out, batch = read_final(final, prev_end, path, piece_batch)
+        ingest.put(reader.index, batch if batch is not None else empty_batch())
+        parts = ingest.finish()
+    finally:
+        ingest.close()
+    top = {**head.top, **out.tail}
+    return ReadResult(head.form, top, parts, out.recovery, out.not_closed, sum(p.n for p in parts))
+
+
+def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
+    """Cut without checking and share the chunks out; on any failure, rewind to it.
+
+    Returns where the last chunk that was kept ends (None: none was).
+    """
+    held: dict[int, Any] = {}  # chunk text kept until every chunk up to it is known good
+    ends: dict[int, int] = {}
+    good: set[int] = set()
+    failed: int | None = None
+    first_open = reader.index
+
+    def record(index: int, batch: Batch | None) -> None:
+        nonlocal failed
+        if batch is None:  # the helper died: its chunks are redone here
+            lost = min(helper.outstanding, default=None)
+            if lost is not None:
+                failed = lost if failed is None else min(failed, lost)
+            return
+        if failed is not None and index >= failed:
+            return
+        if "error" in batch:
+            failed = index if failed is None else min(failed, index)
+            return
+        ingest.put(index, batch)
+        good.add(index)
+
+    while failed is None:
+        for index, batch in helper.poll():
+            record(index, batch)
+        while first_open in good:
+            held.pop(first_open)
+            first_open += 1
+        if failed is not None:
+            break
+        chunk = reader.next_chunk()
+        if chunk is None:
+            break
+        held[chunk.index] = chunk
+        ends[chunk.index] = chunk.start + chunk.cut
+        if helper.alive and len(helper.outstanding) < HELPER_QUEUE:
+            helper.submit(chunk.index, chunk.piece)
+            continue
+        try:
+            batch = piece_batch(chunk.piece)
+        except PieceError:
+            failed = chunk.index
+            break
+        record(chunk.index, batch)
+    while helper.outstanding and helper.alive:
+        for index, batch in helper.poll(block=True):
+            record(index, batch)
+    if helper.outstanding:  # died with chunks in hand
+        lost = min(helper.outstanding)
+        failed = lost if failed is None else min(failed, lost)
+    helper.stop()
+    if failed is None:
+        return max(ends.values(), default=None)
+    ingest.drop_from(failed)
+    rest = b"".join(bytes(held[i].span) for i in sorted(held) if i >= failed)
+    reader.unread(rest, held[failed].start, failed)
+    return ends.get(failed - 1)
+
+
+def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | None:
+    """Cut, decode, and only then cut the next chunk; re-cut a chunk that failed at its end."""
+    tries = 0
+    while (chunk := reader.next_chunk()) is not None:
+        try:
+            batch = piece_batch(chunk.piece)
+        except PieceError as exc:
+            if exc.at_end and tries < RECUT_TRIES:
+                tries += 1
+                reader.recut(chunk, tries)
+                continue
+            reader.unread(bytes(chunk.span), chunk.start, chunk.index)  # broken: the rest is the final piece
+            return prev_end
+        tries = 0
+        ingest.put(chunk.index, batch)
+        prev_end = chunk.start + chunk.cut
+    return prev_end

@@ -1,0 +1,376 @@
+"""Walking a trace's text: the head, the event array in chunks, and the final piece.
+
+The event array is cut into *chunks* of whole events without parsing it first: a cut is
+placed at a separator between two events (`}` `,` `{` with optional whitespace; Kineto
+writes `},\\n  {`). The decode of the chunk is the check: `[` + chunk + `]` is valid JSON
+only if the cut fell between two top-level events (a cut inside a string or a nested
+object leaves something unclosed), so a chunk that decodes was cut right, and so was the
+start of the next one. A chunk that fails at its end was cut in the wrong place: it is
+cut again at an earlier separator, or made longer. A chunk that fails in its middle is
+broken input: everything from there to the end of the file becomes the *final piece*.
+
+The final piece is the text after the last chunk: the last events, the end of the array
+and, in the object form, the keys after `traceEvents`. Recovery of truncated or malformed
+input happens there, with the same messages whatever the chunk size.
+
+Plain Python and msgspec only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from tracekit.errors import TraceFormatError
+from tracekit.loader.events import PieceError, decode_any, error_offset
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_KEY = b'"traceEvents"'
+_WS = b" \t\r\n"
+_WINDOW = 1 << 16
+FINAL_BYTES = 64 * 1024  # at the end, text shorter than this is left whole for the final piece
+
+
+@dataclass
+class Chunk:
+    index: int
+    start: int  # offset of the chunk's first byte in the decompressed text
+    piece: bytes  # "[" + the chunk's events + "]"
+    span: memoryview  # the original bytes up to the next chunk's start (to re-cut it)
+    cut: int  # length of the chunk's events in span
+
+
+@dataclass
+class Final:
+    """What is left after the last chunk, and how to read it."""
+
+    text: bytes
+    start: int  # offset of text[0]
+    mode: str  # array | object (keys may follow the array) | object-broken
+    total: int  # length of the whole decompressed text
+
+
+@dataclass
+class Head:
+    form: str  # object | array
+    top: dict[str, Any] = field(default_factory=dict)  # top-level keys before the array
+    final: Final | None = None  # set when the whole file had to be read at once
+
+
+class Reader:
+    """Pulls decompressed pieces and hands out chunks of whole events."""
+
+    def __init__(self, pieces: Iterator[bytes], *, chunk_bytes: int, path: str = "") -> None:
+        self._pieces = pieces
+        self.chunk_bytes = max(1, chunk_bytes)
+        self.path = path
+        self._buf = b""
+        self._more: list[bytes] = []
+        self._more_len = 0
+        self.pos = 0  # offset of _buf[0]
+        self.eof = False
+        self.index = 0
+        self._limit: int | None = None  # re-cut: the cut must fall before this
+        self._min_cut = 0  # grow: the cut must fall after this
+
+    # -- buffer ---------------------------------------------------------------------------
+
+    def _pending(self) -> int:
+        return len(self._buf) + self._more_len
+
+    def _fill(self, n: int) -> None:
+        while self._pending() < n and not self.eof:
+            try:
+                piece = next(self._pieces)
+            except StopIteration:
+                self.eof = True
+                break
+            if piece:
+                self._more.append(bytes(piece))
+                self._more_len += len(piece)
+
+    def _join(self) -> bytes:
+        if self._more:
+            self._buf = b"".join([self._buf, *self._more])
+            self._more, self._more_len = [], 0
+        return self._buf
+
+    def _consume(self, n: int) -> None:
+        self._buf = self._join()[n:]
+        self.pos += n
+
+    def read_rest(self) -> bytes:
+        """Everything not handed out yet, to the end of the stream."""
+        while not self.eof:
+            self._fill(self._pending() + (64 << 20))
+        return self._join()
+
+    def unread(self, data: bytes, start: int, index: int) -> None:
+        """Put text back in front (a speculative chunk turned out wrong); cut again from `start`."""
+        self._buf = data + self._join()
+        self.pos = start
+        self.index = index
+        self._limit, self._min_cut = None, 0
+
+    # -- head -----------------------------------------------------------------------------
+
+    def read_head(self) -> Head:
+        self._fill(1 << 16)
+        buf = self._join()
+        if buf.startswith(b"\xef\xbb\xbf"):
+            self._buf = buf = buf[3:]
+        start = _first_non_space(buf)
+        while start < 0 and not self.eof:
+            self._fill(self._pending() + (1 << 20))
+            buf = self._join()
+            start = _first_non_space(buf)
+        if start < 0:
+            raise TraceFormatError("file is empty (no JSON)", path=self.path)
+        first = buf[start : start + 1]
+        if first == b"[":
+            self._consume(start + 1)
+            return Head("array")
+        if first == b"{":
+            found = self._find_events_key(start)
+            if found is not None:
+                return found
+        return self._whole_document()
+
+    def _find_events_key(self, start: int) -> Head | None:
+        """Find the top-level `"traceEvents": [`; the head before it must decode as an object."""
+        searched = start
+        for _ in range(64):
+            buf = self._join()
+            key = buf.find(_KEY, searched)
+            while key < 0 and not self.eof:
+                self._fill(self._pending() + (4 << 20))
+                buf = self._join()
+                key = buf.find(_KEY, searched)
+            if key < 0:
+                return None
+            colon = _skip_ws(buf, key + len(_KEY))
+            while colon + 1 >= len(buf) and not self.eof:  # the value may start in a later piece
+                self._fill(self._pending() + (1 << 20))
+                buf = self._join()
+                colon = _skip_ws(buf, key + len(_KEY))
+            bracket = _skip_ws(buf, colon + 1) if buf[colon : colon + 1] == b":" else -1
+            head = buf[start:key].rstrip(_WS).rstrip(b",") + b"}"
+            try:
+                top = _TOP.decode(head)
+            except msgspec.DecodeError:
+                searched = key + 1  # the key was inside some value: look further
+                continue
+            if bracket < 0 or buf[bracket : bracket + 1] != b"[":
+                return None  # the real key, but not followed by an array
+            self._consume(bracket + 1)
+            return Head("object", decode_top(top))
+        return None
+
+    def _whole_document(self) -> Head:
+        """The slow path for what the scan cannot place: read everything, decode at once."""
+        data = self.read_rest()
+        start = self.pos + _first_non_space(data)
+        first = data[start - self.pos : start - self.pos + 1]
+        total = self.pos + len(data)
+        if first != b"{":
+            raise TraceFormatError(
+                f"not a trace: expected a JSON object or array at byte {start}, found {first!r}", path=self.path
+            )
+        try:
+            top = _TOP.decode(data)
+        except msgspec.DecodeError:
+            return self._broken_object(data, total)
+        raw_events = top.pop("traceEvents", None)
+        if raw_events is None:
+            raise TraceFormatError("JSON object has no 'traceEvents' array", path=self.path)
+        body = bytes(raw_events)
+        if not body.startswith(b"["):
+            raise TraceFormatError("'traceEvents' is not an array", path=self.path)
+        offset = self.pos + data.find(body) + 1
+        return Head("object", decode_top(top), Final(body[1:], offset, "array", total))
+
+    def _broken_object(self, data: bytes, total: int) -> Head:
+        key = data.find(_KEY)
+        if key < 0:
+            raise TraceFormatError("not valid JSON and no 'traceEvents' key found", path=self.path)
+        arr = data.find(b"[", key)
+        if arr < 0:
+            raise TraceFormatError("'traceEvents' is not followed by an array", path=self.path)
+        head = data[:key].rstrip().rstrip(b",") + b"}"
+        try:
+            top = decode_top(_TOP.decode(head))
+        except msgspec.DecodeError:
+            top = {}
+        return Head("object", top, Final(data[arr + 1 :], self.pos + arr + 1, "object-broken", total))
+
+    # -- chunks ---------------------------------------------------------------------------
+
+    def next_chunk(self) -> Chunk | None:
+        """The next run of whole events, or None when what is left is the final piece."""
+        need = max(self.chunk_bytes, self._min_cut + 1)
+        while True:
+            self._fill(need + 1)
+            buf = self._join()
+            if self.eof and len(buf) <= need:
+                # the end is in view: leave a small final piece (read alone, at the end) and
+                # hand out the rest as one more chunk
+                if len(buf) <= FINAL_BYTES or self._limit is not None or self._min_cut:
+                    return None
+                need = len(buf)
+            hi = min(len(buf), need if self._limit is None else self._limit)
+            found = _last_separator(buf, hi, self._min_cut)
+            if found is None and self._limit is None:
+                found = _next_separator(buf, max(hi, self._min_cut))
+            if found is not None:
+                cut, nxt = found
+                self._limit, self._min_cut = None, 0
+                view = memoryview(buf)
+                chunk = Chunk(self.index, self.pos, b"".join((b"[", view[: cut + 1], b"]")), view[:nxt], cut + 1)
+                self.index += 1
+                self._consume(nxt)
+                return chunk
+            if self._limit is not None:  # no earlier separator: look after the failed cut instead
+                self._min_cut, self._limit = self._limit + 1, None
+                need = max(need, self._min_cut + 1)
+                continue
+            if self.eof:
+                return None
+            need = len(buf) + self.chunk_bytes  # one event longer than the buffer: read on
+
+    def recut(self, chunk: Chunk, tries: int) -> None:
+        """A chunk failed at its end: cut it earlier (first tries), else make it longer."""
+        self.unread(bytes(chunk.span), chunk.start, chunk.index)
+        if tries <= 2:
+            self._limit = chunk.cut - 1  # before the failed cut's "}"
+        else:
+            self._min_cut = chunk.cut
+
+    def final(self, mode: str) -> Final:
+        data = self.read_rest()
+        return Final(data, self.pos, mode, self.pos + len(data))
+
+
+def _last_separator(buf: bytes, hi: int, lo: int) -> tuple[int, int] | None:
+    """The last `}` `,` `{` whose `}` lies in [lo, hi): (index of `}`, index of `{`)."""
+    end = hi
+    while end > lo:
+        start = max(lo, end - _WINDOW)
+        last = None
+        for m in _SEPARATOR.finditer(buf, start, min(len(buf), end + _WINDOW)):
+            if m.start() >= end:
+                break
+            last = m
+        if last is not None and last.start() >= lo and last.start() > 0:
+            return last.start(), last.end() - 1
+        end = start
+    return None
+
+
+def _next_separator(buf: bytes, start: int) -> tuple[int, int] | None:
+    m = _SEPARATOR.search(buf, start)
+    return (m.start(), m.end() - 1) if m is not None and m.start() > 0 else None
+
+
+def _skip_ws(buf: bytes, i: int) -> int:
+    while i < len(buf) and buf[i] in _WS:
+        i += 1
+    return i
+
+
+def _first_non_space(data: bytes) -> int:
+    stripped = data.lstrip(_WS)
+    return -1 if not stripped else len(data) - len(stripped)
+
+
+def decode_top(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    return {key: decode_any(raw) for key, raw in top.items()}
+
+
+# -- the final piece -------------------------------------------------------------------------
+
+
+@dataclass
+class Recovery:
+    """Where broken input was cut; the note's text needs the number of events kept in all."""
+
+    kind: str  # truncated | malformed
+    bad_at: int  # offset where the JSON broke
+    kept_end: int | None  # offset just after the last complete event (None: no event at all)
+    total: int  # length of the decompressed text
+
+    def message(self, events: int) -> str:
+        if self.kept_end is None:
+            return "the event array is empty and unterminated"
+        return (
+            f"the event array is {self.kind} at byte {self.bad_at:,}: recovered "
+            f"{events:,} complete events (the first {self.kept_end:,} bytes); "
+            f"{self.total - self.kept_end:,} bytes after the last complete event were ignored"
+        )
+
+
+@dataclass
+class FinalResult:
+    tail: dict[str, Any] = field(default_factory=dict)  # top-level keys after the array
+    recovery: Recovery | None = None
+    not_closed: bool = False  # the array is complete but the object around it is not
+
+
+def read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
+    """Decode the final piece with `decode(piece)` (which raises `PieceError`).
+
+    `prev_end` is where the events before this piece end (None: there were none). Returns
+    the FinalResult and what `decode` returned for the events kept (None: no events).
+    """
+    body = b"[" + final.text
+    if final.mode == "object":
+        try:
+            top = _TOP.decode(b'{"traceEvents":' + body)
+        except msgspec.DecodeError:
+            pass
+        else:
+            events = bytes(top.pop("traceEvents"))
+            tail = decode_top(top)
+            try:
+                return FinalResult(tail=tail), decode(events)
+            except PieceError as exc:  # valid JSON around bytes msgspec will not take (bad UTF-8)
+                out, result = _recover(events, exc.message, final, prev_end, path, decode)
+                out.tail = tail
+                return out, result
+    try:
+        result = decode(body)
+    except PieceError as exc:
+        return _recover(body, exc.message, final, prev_end, path, decode)
+    return FinalResult(not_closed=final.mode != "array"), result
+
+
+def _recover(body: bytes, error: str, final: Final, prev_end: int | None, path: str,
+             decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
+    """Keep every complete event before the point where the JSON breaks."""
+    base = final.start - 1  # body[0] is the "[" put before final.text
+    bad_at = error_offset(error, len(body))
+    kind = "truncated" if "truncated" in error else "malformed"
+    cut = bad_at
+    for _ in range(64):
+        cut = body.rfind(b"}", 0, cut)
+        if cut < 1:
+            break
+        candidate = body[: cut + 1] + b"]"
+        try:
+            _RAW_LIST.decode(candidate)
+        except msgspec.DecodeError:
+            continue
+        return FinalResult(recovery=Recovery(kind, base + bad_at, base + cut + 1, final.total)), decode(candidate)
+    if prev_end is not None:  # nothing complete in this piece: keep what came before it
+        return FinalResult(recovery=Recovery(kind, base + bad_at, prev_end, final.total)), None
+    if body.strip() in (b"[", b"[]"):
+        return FinalResult(recovery=Recovery(kind, base + bad_at, None, final.total)), None
+    raise TraceFormatError(
+        f"not valid JSON and no complete event could be recovered ({error}, at byte {base + bad_at})",
+        path=path,
+    )
