@@ -112,11 +112,12 @@ def load_cached(path) -> object:
     return _load(str(path))
 
 
+from tracekit.analysis.critical_path import critical_path as _critical_path  # noqa: E402  (the real one, even under monkeypatch)
+
+
 @functools.cache
 def _path(path: str):
-    from tracekit.analysis.critical_path import critical_path
-
-    return critical_path(_load(path))
+    return _critical_path(_load(path))
 
 
 def critical_path_cached(path) -> object:

@@ -57,6 +57,7 @@ class Analysis:
     findings: Any = None
     attention: Any = None
     roofline: Any = None
+    whatifs: list[Any] = field(default_factory=list)  # whatif.standard() on the critical path's graph
     notes: list[str] = field(default_factory=list)  # analyses that could not run, and why
 
 
@@ -84,33 +85,39 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None) -> Analysis
         occupancy=occupancy_table(trace.gpu, trace.meta.devices),
     )
     notes: list[str] = []
-    extra = {name: _optional(name, trace, opts, notes) for name in ("critical_path", "attention", "roofline")}
-    partial = Analysis(trace=trace, options=opts, **core, **extra, notes=notes)
-    findings = _optional("findings", trace, opts, notes, analysis=partial)
-    return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, notes=notes)
+    shared = {"ops": ops, "calls": calls, "links": links}
+    extra = {name: _optional(name, trace, opts, notes, shared) for name in ("critical_path", "attention", "roofline")}
+    seed = {"nested": ops, "launches": calls, "timeline": core["timeline"], "gaps": core["gaps"],
+            "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra}
+    findings = _optional("findings", trace, opts, notes, {**shared, "seed": seed})
+    whatifs = _optional("whatifs", trace, opts, notes, {"path": extra["critical_path"]}) or []
+    return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs, notes=notes)
 
 
-def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], analysis: Analysis | None = None) -> Any:
+def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], shared: dict[str, Any]) -> Any:
     """Analyses that build on the core ones; a failure becomes a note, never a crash of the report."""
     try:
         if name == "critical_path":
             from tracekit.analysis.critical_path import critical_path
 
-            return critical_path(trace)
+            return critical_path(trace, links=shared["links"])
         if name == "attention":
             from tracekit.analysis.attention import analyze_attention
 
-            return analyze_attention(trace)
+            return analyze_attention(trace, ops=shared["ops"], launches=shared["calls"])
         if name == "roofline":
             from tracekit.analysis.roofline import roofline
 
             return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps)
+        if name == "whatifs":
+            from tracekit.analysis.whatif import standard
+
+            graph = getattr(shared["path"], "graph", None)
+            return standard(graph) if graph is not None and not trace.gpu_work.is_empty() else []
         if name == "findings":
             from tracekit.findings import run_findings
 
-            return run_findings(trace, config=opts.findings_config or None)
-    except ImportError:
-        return None
+            return run_findings(trace, config=opts.findings_config or None, seed=shared["seed"])
     except Exception as exc:  # noqa: BLE001  (one analysis failing must not lose the others)
         notes.append(f"{name} analysis failed: {type(exc).__name__}: {exc}")
         return None

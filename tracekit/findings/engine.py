@@ -13,15 +13,19 @@ from tracekit.model import Trace
 
 
 def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
-                 rules: list[str] | None = None) -> FindingsResult:
+                 rules: list[str] | None = None, seed: Mapping[str, Any] | None = None) -> FindingsResult:
     """Run the registered rules (all, or those in `rules`) on one trace.
 
     Findings are ranked by time lost, then severity, then rule id. A rule that raises is
     reported in `errors` (with its message) instead of stopping the others. Disabled rules,
     and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
+    `seed` hands over analyses the caller already has (keys are `Context` attributes:
+    nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention),
+    so they are not computed twice.
     """
     cfg = config if isinstance(config, Config) else Config(config)
     ctx = Context(trace)
+    ctx.__dict__.update({k: v for k, v in (seed or {}).items() if v is not None})
     chosen = list(RULES) if rules is None else rules
     unknown = [r for r in chosen if r not in RULES]
     if unknown:

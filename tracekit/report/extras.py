@@ -41,16 +41,7 @@ def recoverable_ns(a: Analysis) -> int | None:
 
 
 def _whatifs(a: Analysis) -> list[Any]:
-    cp = a.critical_path
-    graph = getattr(cp, "graph", None)
-    if graph is None:
-        return []
-    from tracekit.analysis.whatif import standard
-
-    try:
-        return standard(graph)
-    except (ValueError, KeyError):
-        return []
+    return list(a.whatifs)
 
 
 def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:

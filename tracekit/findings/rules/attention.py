@@ -24,7 +24,7 @@ _CACHE: weakref.WeakKeyDictionary[Context, tuple[AttentionResult, dict[str, dict
 
 def _analysis(ctx: Context) -> tuple[AttentionResult, dict[str, dict[str, Any]]]:
     if ctx not in _CACHE:
-        result = analyze_attention(ctx.trace, ops=ctx.nested, launches=ctx.launches)
+        result = ctx.__dict__.get("attention") or analyze_attention(ctx.trace, ops=ctx.nested, launches=ctx.launches)
         _CACHE[ctx] = (result, {f["id"]: f for f in attention_findings(result)})
     return _CACHE[ctx]
 
