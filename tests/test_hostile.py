@@ -54,55 +54,9 @@ EXPECT = {name: expect for name, _, expect in CASES}
 
 # -- known failures (strict xfails: remove an entry when its fix lands) --------------------
 
-_DEEP = ("msgspec raises RecursionError (not TraceError) past ~1,000 nesting levels; the loader does not "
-         "catch it, so the CLI exits 3 'internal error'")
-_NO_COUNT = "the loader keeps the event but counts nothing in trace.warnings"
-KNOWN_CLI: dict[str, str] = {
-    "wrong_type_pid": f"pid given as a list/object/bool: {_NO_COUNT} (pid text becomes '[\"1\"]', 'true')",
-    "wrong_type_tid": f"tid given as a list/object/bool: {_NO_COUNT}",
-    "wrong_type_args": f"args given as a number/list/string/bool: {_NO_COUNT} (the args are silently ignored)",
-    "huge_numbers_in_args": "correlation 2**80, External id 1e400, grid 2**64 become null with no warning",
-    "end_overflows_int64": "ts 9223372036854000 us + dur 9223372036854 us: end_ns overflows Int64 and wraps "
-                           "negative; no warning",
-    "duplicate_ids": "two launches and two kernels sharing correlation 5 and two flow starts with id 5 load "
-                     "with no warning (kernel<->launch links become ambiguous)",
-    "non_utf8_in_name": "invalid UTF-8 in one event's name: the warnings say 'truncated ... malformed at byte "
-                        "<end of file>' and 'not JSON objects' instead of naming invalid UTF-8 and its offset",
-    "non_utf8_in_args": "invalid UTF-8 inside args is replaced by U+FFFD with no warning",
-    "big_non_utf8_late": "as non_utf8_in_name, 6 MB into a 10 MB file: the event is dropped as 'not a JSON "
-                         "object'; no warning names invalid UTF-8 or its byte offset",
-    "utf16_text": "UTF-16 text is refused as \"expected a JSON object or array at byte 0, found b'\\xff'\": "
-                  "the message does not say the file is UTF-16",
-    "terminal_escapes_in_strings": "`tracekit info` prints event categories raw: ESC sequences from the file "
-                                   "reach the terminal (cli/info.py should escape control characters)",
-    "gzip_truncated_header": "a gzip file cut inside its header is reported as 'file is empty (no JSON)'",
-    "gzip_bomb": "no --max-bytes option on the CLI, and the default limit (64 GiB) is above memory: under a "
-                 "2 GB address-space limit the 3 GB bomb ends in MemoryError, exit 3, after > 20 s of inflating "
-                 "(not run until the option exists; then it runs with --max-bytes 10000000 and must pass)",
-    "deep_args": _DEEP,
-    "deep_metadata": _DEEP,
-    "deep_unterminated": _DEEP,
-    "unreadable_file": "click's Path(readable=True) check on `info TRACES` answers first: three lines of usage "
-                       "text on stderr instead of one",
-    "fifo": "the loader opens a FIFO for reading and blocks until a writer appears (hangs; it should refuse "
-            "anything but a regular file, checked with stat before open)",
-    "symlink_to_dev_zero": "the loader reads a character device (st_size 0, so the size limit never applies) "
-                           "until memory runs out: MemoryError, exit 3",
-}
-_CLICK_PATH = ("cli/common.py declares TRACE as click.Path(dir_okay=False) (readable=True by default): click "
-               "rejects the path first and prints usage text, three lines on stderr instead of one")
-KNOWN_LIB: dict[str, str] = {
-    name: KNOWN_CLI[name]
-    for name in ("wrong_type_pid", "wrong_type_tid", "wrong_type_args", "huge_numbers_in_args",
-                 "end_overflows_int64", "duplicate_ids", "non_utf8_in_name", "non_utf8_in_args",
-                 "big_non_utf8_late", "utf16_text",
-                 "gzip_truncated_header", "deep_args", "deep_metadata", "deep_unterminated")
-}
-KNOWN_MATRIX: dict[tuple[str, str], str] = {
-    **{("pid", kind): _NO_COUNT for kind in ("list", "dict", "bool")},
-    **{("tid", kind): _NO_COUNT for kind in ("list", "dict", "bool")},
-    **{("args", kind): _NO_COUNT for kind in ("int", "list", "str", "bool")},
-}
+KNOWN_CLI: dict[str, str] = {}
+KNOWN_LIB: dict[str, str] = {}
+KNOWN_MATRIX: dict[tuple[str, str], str] = {}
 
 
 def _params(known: dict[str, str], *, lib: bool = False) -> list:
@@ -384,8 +338,8 @@ def test_sound_sandwich_has_no_warnings(tmp_path):
 
 @pytest.mark.parametrize("name", [
     pytest.param("missing_file", id="missing_file"),
-    pytest.param("directory", id="directory", marks=pytest.mark.xfail(strict=True, reason=_CLICK_PATH)),
-    pytest.param("unreadable_file", id="unreadable_file", marks=pytest.mark.xfail(strict=True, reason=_CLICK_PATH)),
+    pytest.param("directory", id="directory"),
+    pytest.param("unreadable_file", id="unreadable_file"),
 ])
 def test_single_trace_commands_also_answer_in_one_line(name, corpus):
     """`summary` (one TRACE argument, like kernels/ops/gaps/report) reports unreadable paths in one line too."""
@@ -499,9 +453,7 @@ def test_report_failing_mid_write_leaves_no_partial_file(inputs, tmp_path, monke
 
 @pytest.mark.parametrize("command", [
     pytest.param(["report", "{trace}", "-o", "{out}"], id="report", marks=needs_report),
-    pytest.param(["roofline", "{trace}", "--svg", "{out}"], id="roofline-svg", marks=pytest.mark.xfail(
-        strict=True, reason="cli/roofline.py writes the SVG with Path.write_text: a failed write leaves a "
-                            "truncated file in place of the old one (use cli.common.write_output)")),
+    pytest.param(["roofline", "{trace}", "--svg", "{out}"], id="roofline-svg"),
 ])
 def test_output_cut_short_by_the_disk_leaves_the_old_file(command, inputs, tmp_path):
     """The disk fills up mid-write (RLIMIT_FSIZE): the old output must survive whole, nothing partial."""
@@ -516,3 +468,18 @@ def test_output_cut_short_by_the_disk_leaves_the_old_file(command, inputs, tmp_p
     assert run.rc != 0, "claimed success although the output could not be written"
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert _dir_state(out_dir) == before, "a partial or temporary file was left behind"
+
+
+def test_max_bytes_sizes_and_output_errors(tmp_path):
+    """`--max-bytes` takes suffixes; a failed write is a one-line TraceError (exit 2), not exit 3."""
+    from tracekit.cli.common import write_output
+    from tracekit.cli.options import Size
+    from tracekit.errors import OutputError
+
+    size = Size()
+    assert [size.convert(v, None, None) for v in ("10000000", "512M", "2G", "1.5GiB", "4k")] == [
+        10_000_000, 512 << 20, 2 << 30, 3 << 29, 4096]
+    with pytest.raises(Exception, match="not a size"):
+        size.convert("2X", None, None)
+    with pytest.raises(OutputError, match="cannot write"):
+        write_output(str(tmp_path / "missing" / "out.html"), "x")

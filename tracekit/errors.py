@@ -27,3 +27,7 @@ class TraceTooLargeError(TraceError):
 
 class UsageError(TraceError):
     """The arguments given to an API or command are inconsistent."""
+
+
+class OutputError(TraceError):
+    """An output file could not be written (disk full, permission denied...); the old file is kept."""

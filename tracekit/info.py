@@ -30,7 +30,7 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         "steps": _steps(trace),
         "profiler_flags": m.profiler_flags,
         "versions": m.versions,
-        "warnings": trace.warnings.select("level", "code", "count", "message").to_dicts(),
+        "warnings": trace.warnings.select("level", "code", "count", "message", "first_eid").to_dicts(),
     }
 
 

@@ -10,11 +10,26 @@ from typing import Any
 
 import click
 
+from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
+from tracekit.errors import OutputError
 from tracekit.loader import load
+from tracekit.loader.source import DEFAULT_MAX_BYTES
 from tracekit.model import Trace
 
-trace_arg = click.argument("trace", type=click.Path(dir_okay=False, path_type=str))
-traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
+_trace_arg = click.argument("trace", type=click.Path(dir_okay=False, readable=False, path_type=str))
+_traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str))
+
+
+def trace_arg(f: Any) -> Any:
+    """The TRACE argument, with `--max-bytes` (read by `load_trace`)."""
+    return max_bytes_opt(_trace_arg(f))
+
+
+def traces_arg(f: Any) -> Any:
+    """TRACES (one or more), with `--max-bytes`."""
+    return max_bytes_opt(_traces_arg(f))
+
+
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 _CACHE_KEY = "tracekit.cache"
@@ -46,7 +61,19 @@ def load_trace(path: str, *, cache: bool | None = None) -> Trace:
             cache = os.path.getsize(path) >= CACHE_MIN_BYTES
         except OSError:
             cache = False  # the load reports the problem
-    return load(path, cache=cache)
+    return load(path, cache=cache, max_bytes=max_bytes())
+
+
+def max_bytes() -> int:
+    """The decompressed-size limit: `--max-bytes` of the command, else of the group, else the default."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return DEFAULT_MAX_BYTES
+    value = ctx.meta.get(MAX_BYTES_KEY)
+    if value is None:
+        obj = ctx.find_root().obj
+        value = obj.get("max_bytes") if isinstance(obj, dict) else None
+    return value or DEFAULT_MAX_BYTES
 
 
 def emit_json(obj: Any) -> None:
@@ -74,8 +101,16 @@ def clip(text: str | None, width: int = 70) -> str:
 
 
 def write_output(path: str, text: str) -> None:
-    """Write text atomically: to a temporary file beside the target, then rename."""
-    import os
+    """Write text atomically: to a temporary file beside the target, then rename.
+
+    Raises `OutputError` (exit 2) when it cannot be written; the old file is then unchanged."""
+    try:
+        _write_atomically(path, text)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_atomically(path: str, text: str) -> None:
     import tempfile
 
     target = os.path.abspath(path)

@@ -53,8 +53,13 @@ def render_info(i: dict) -> str:
     lines.append(_indent(table(["category", "events"], rows, right=(1,))))
     if i["warnings"]:
         lines += ["", "warnings"]
-        lines += [f"  [{w['level']}] {w['code']}: {w['message']}" for w in i["warnings"]]
+        lines += [f"  [{w['level']}] {w['code']}: {w['message']}" + _first(w) for w in i["warnings"]]
     return "\n".join(lines)
+
+
+def _first(warning: dict) -> str:
+    eid = warning.get("first_eid")
+    return "" if eid is None else f" (first at event #{eid:,})"
 
 
 def _indent(text: str) -> str:

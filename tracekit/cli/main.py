@@ -13,6 +13,7 @@ import sys
 import click
 
 from tracekit import __version__
+from tracekit.cli.options import MAX_BYTES_HELP, Size
 from tracekit.errors import TraceError
 from tracekit.format import printable
 
@@ -62,14 +63,15 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="tracekit")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
+@click.option("--max-bytes", type=Size(), default=None, metavar="SIZE", help=MAX_BYTES_HELP)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, max_bytes: int | None) -> None:
     """tracekit: where transformer inference wastes GPU time.
 
     Reads torch.profiler (Kineto) and other Chrome-format traces (.json, .json.gz,
     crashed .tmp files) and says where the GPU waits, why, and what to change.
     """
-    ctx.obj = {"debug": debug}
+    ctx.obj = {"debug": debug, "max_bytes": max_bytes}
 
 
 class _PrintableOut(io.TextIOBase):

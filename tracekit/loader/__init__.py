@@ -19,7 +19,7 @@ import polars as pl
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
 from tracekit.loader.decode import Decoded
-from tracekit.loader.frames import Frames, Notes, build_frames, skew_note, vendor
+from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
 from tracekit.loader.meta import name_metadata, top_fields
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Source, Stream, bytes_stream
@@ -137,14 +137,25 @@ def build_trace(result: ReadResult | Decoded, src: Source | None = None, *, path
     elif result.not_closed:
         notes.add("truncated", 1, "the JSON object is not closed after the event array; keys after it were lost")
     bad_types, dropped = frames.lenient
-    notes.add("bad_field_type", bad_types, "{n:,} events had fields of the wrong type; the fields were coerced or ignored")
+    wrong, first = frames.stat("bad_field_type")
+    args, first_args = frames.stat("bad_args_type")
+    firsts = [f for f in (first, first_args) if f is not None]
+    notes.add("bad_field_type", bad_types + wrong + args,
+              "{n:,} events had fields of the wrong type; the fields were coerced or ignored"
+              + (" ('args' that is not an object is kept as text, its keys unread)" if args else ""),
+              min(firsts, default=None))
     notes.add("not_an_event", dropped, "{n:,} array items were not JSON objects and were dropped")
+    frames.note_stat(notes, "invalid_utf8")
+    frames.note_stat(notes, "deep_nesting", result.deep)
+    frames.note_stat(notes, "arg_out_of_range")
+    frames.note_stat(notes, "time_overflow")
     if truncated_gzip:
         notes.add("truncated_gzip", 1, TRUNCATED_GZIP)
     built = build_frames(frames, notes)
     processes, threads, conflicts = name_metadata(frames.take("meta").collect())
     notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata events repeat with a different value; the last one is used")
     skew_note(notes, built["runtime"], built["gpu"])
+    duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")
     meta = TraceMeta(
         path=path,

@@ -68,7 +68,7 @@ def _decoders(fields: tuple[str, ...]) -> tuple[Any, Any, Any, type]:
     loose = msgspec.defstruct("LooseArgs", [(f, Any, msgspec.field(default=None, name=ALL_KEYS[f])) for f in fields],
                               gc=False)
     return (msgspec.json.Decoder(list[typed], strict=False), msgspec.json.Decoder(typed, strict=False),
-            msgspec.json.Decoder(loose), typed)
+            msgspec.json.Decoder(loose, float_hook=str), typed)  # str: 1e400 is not refused
 
 
 def present(family: str, array: bytes) -> tuple[str, ...]:
@@ -92,29 +92,55 @@ _SHAPES = msgspec.json.Decoder(Shapes)
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def typed_args(fields: tuple[str, ...], array: bytes) -> list[Any]:
-    """A JSON array of `args` objects -> one struct per object holding `fields` (typed)."""
+def typed_args(fields: tuple[str, ...], array: bytes) -> tuple[list[Any], list[int]]:
+    """A JSON array of `args` objects -> one struct per object holding `fields` (typed), and
+    the indexes of the objects that held a number too large for its column (read as null)."""
     many, one, loose, typed = _decoders(fields)
     try:
-        return many.decode(array)
+        return many.decode(array), []
     except msgspec.ValidationError:
-        return [_typed_item(raw, one, loose, typed) for raw in _RAW_LIST.decode(array)]
+        out, lost = [], []
+        for i, raw in enumerate(_RAW_LIST.decode(array)):
+            item, huge = _typed_item(raw, one, loose, typed)
+            out.append(item)
+            if huge:
+                lost.append(i)
+        return out, lost
 
 
-def _typed_item(raw: msgspec.Raw, one: Any, loose: Any, typed: type) -> Any:
+def _typed_item(raw: msgspec.Raw, one: Any, loose: Any, typed: type) -> tuple[Any, bool]:
     try:
-        return one.decode(raw)
+        return one.decode(raw), False
     except msgspec.DecodeError:
         pass
     try:
         item = loose.decode(raw)
     except msgspec.DecodeError:  # not an object: no typed keys
-        return typed()
+        return typed(), False
     out = {}
+    huge = False
     for f in typed.__struct_fields__:
-        value = _COERCE[KIND[f]](getattr(item, f))
+        given = getattr(item, f)
+        value = _COERCE[KIND[f]](given)
+        huge = huge or _too_big(given)
         out[f] = NULLS[KIND[f]] if value is None else value
-    return typed(**out)
+    return typed(**out), huge
+
+
+def _too_big(v: Any) -> bool:
+    """A number (or a list holding one) that no Int64/Float64 column can hold."""
+    if isinstance(v, list):
+        return any(_too_big(x) for x in v[:3])
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return not INT_NULL < v < 2**63
+    if isinstance(v, str):  # a number with a fraction or an exponent, as written
+        try:
+            return math.isinf(float(v))
+        except ValueError:
+            return False
+    return False
 
 
 def shapes(array: bytes) -> list[Shapes]:

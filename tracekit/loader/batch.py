@@ -26,7 +26,16 @@ import msgspec
 from tracekit.loader import args as A
 from tracekit.loader import arrow as W
 from tracekit.loader.categories import X_KIND
-from tracekit.loader.events import Event, PieceError, decode_piece, gc_paused, number_text, scalar_text
+from tracekit.loader.events import (
+    Counts,
+    Event,
+    PieceError,
+    add_count,
+    decode_piece,
+    gc_paused,
+    number_text,
+    scalar_text,
+)
 
 SHAPE_FIELDS = ("input_dims", "input_dims_old", "input_types", "input_strides", "concrete_inputs")
 
@@ -62,8 +71,12 @@ _GET_SHAPE = {f: attrgetter(f) for f in SHAPE_FIELDS}
 Batch = dict[str, Any]
 
 
-def build_batch(events: list[Event], bad_types: int = 0, dropped: int = 0) -> Batch:
-    """The columns of a run of events, grouped by the frame they feed (local eids 0..n-1)."""
+def build_batch(events: list[Event], bad_types: int = 0, dropped: int = 0, counts: Counts | None = None) -> Batch:
+    """The columns of a run of events, grouped by the frame they feed (local eids 0..n-1).
+
+    `counts` (code -> [count, first local eid]) gathers what the notes need beyond the
+    column values: fields of the wrong JSON type, numbers too large for their column."""
+    counts = {} if counts is None else counts
     phs = list(map(_GET["ph"], events))
     cats = list(map(_GET["cat"], events))
     dicts: dict[str, Any] = {}
@@ -71,8 +84,9 @@ def build_batch(events: list[Event], bad_types: int = 0, dropped: int = 0) -> Ba
     groups: dict[str, bytes] = {}
     for key, eids in _group(phs, cats).items():
         rows = [events[eids[0]]] if len(eids) == 1 else itemgetter(*eids)(events)
-        groups[key] = W.ipc_stream(_columns(key, eids, rows, codes, dicts), len(eids))
-    return {"n": len(events), "bad_types": bad_types, "dropped": dropped, "dicts": dicts, "groups": groups}
+        groups[key] = W.ipc_stream(_columns(key, eids, rows, codes, dicts, counts), len(eids))
+    return {"n": len(events), "bad_types": bad_types, "dropped": dropped, "dicts": dicts, "groups": groups,
+            "counts": counts}
 
 
 def _codes(values: list[str], dicts: dict[str, Any], name: str) -> list[int]:
@@ -107,7 +121,7 @@ Column = tuple[str, str, tuple[bytes, ...]]
 
 
 def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
-             dicts: dict[str, Any]) -> list[Column]:
+             dicts: dict[str, Any], counts: Counts | None = None) -> list[Column]:
     """A group's columns. String fields are dictionary-encoded (`<name>_c` codes into
     dicts[name] or dicts[key][name]): categories and names repeat a lot."""
     cols: list[Column] = [("eid", W.INT64, W.int64(eids)), ("cat_c", W.INT64, W.int64(_pick(codes["cat"], eids)))]
@@ -119,7 +133,7 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
         if f in ("name", "bp", "s"):
             cols.append((f + "_c", W.INT64, W.int64(_codes(values, group_dicts, f))))
         else:  # pid, tid, ts, dur, id: decoded untyped
-            cols.append(_scalars(f, values))
+            cols.append(_scalars(f, values, eids, counts))
     dicts[key] = group_dicts
     if key in WITH_ARGS_TEXT:
         raws = list(map(_GET["args"], rows))
@@ -127,7 +141,9 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
         if key in TYPED:
             array_text = b"[" + b",".join(raws) + b"]"
             fields = A.present(key, array_text)
-            structs = A.typed_args(fields, array_text) if fields else []
+            structs, lost = A.typed_args(fields, array_text) if fields else ([], [])
+            if lost and counts is not None:
+                add_count(counts, "arg_out_of_range", len(lost), eids[lost[0]])
             for f in fields:
                 values = list(map(attrgetter(f), structs))
                 kind = A.KIND[f]
@@ -147,10 +163,11 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
     return cols
 
 
-def _scalars(name: str, values: list[Any]) -> Column:
+def _scalars(name: str, values: list[Any], eids: list[int] | None = None, counts: Counts | None = None) -> Column:
     """Untyped scalars: an Int64 column `<name>_i` when all are integers, else their text.
 
-    (`true` where a number belongs must not pass for 1: bools take the text path.)
+    (`true` where a number belongs must not pass for 1: bools take the text path.) A pid or
+    tid that is a list, an object or a boolean is kept as its JSON text and counted.
     """
     try:
         ints = array("q", values)
@@ -162,6 +179,10 @@ def _scalars(name: str, values: list[Any]) -> Column:
         texts = [number_text(v) or "" for v in values]  # "": not a number, read as null
     else:
         texts = [A.STR_NULL if v is None else scalar_text(v) for v in values]
+        if name in ("pid", "tid") and counts is not None and eids is not None:
+            wrong = [i for i, v in enumerate(values) if isinstance(v, (bool, list, dict))]
+            if wrong:
+                add_count(counts, "bad_field_type", len(wrong), eids[wrong[0]])
     return (name, W.UTF8, W.utf8_strings(texts))
 
 
@@ -179,8 +200,8 @@ def _raw_text(raws: list[Any]) -> tuple[bytes, bytes]:
 def piece_batch(piece: bytes) -> Batch:
     """Decode a piece (`[` + complete events + `]`) into a batch; raises `PieceError`."""
     with gc_paused():
-        events, bad_types, dropped = decode_piece(piece)
-        return build_batch(events, bad_types, dropped)
+        events, bad_types, dropped, counts = decode_piece(piece)
+        return build_batch(events, bad_types, dropped, counts)
 
 
 def encode_error(exc: PieceError) -> Batch:

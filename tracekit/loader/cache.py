@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +56,8 @@ def entry_key(path: str | os.PathLike[str], *, max_bytes: int) -> str | None:
     """The entry name for a file as it is now; None when the file cannot be read."""
     try:
         real = os.path.realpath(path)
+        if not stat.S_ISREG(os.stat(real).st_mode):  # a FIFO or device: the load refuses it
+            return None
         with open(real, "rb") as fh:
             st = os.fstat(fh.fileno())
             head = fh.read(EDGE_BYTES)

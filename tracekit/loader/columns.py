@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader import args as A
-from tracekit.loader.batch import Batch
+from tracekit.loader.batch import WITH_ARGS_TEXT, Batch
 from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category
 from tracekit.loader.events import NO_ARGS
 from tracekit.model import (
@@ -28,11 +28,12 @@ from tracekit.model import (
 )
 
 MAX_US = 9_223_372_036_854_775  # largest microsecond value whose nanoseconds fit in Int64
+I64_MAX = 2**63 - 1
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 _NO_ARGS = NO_ARGS.decode()
 IGNORED_PHASES = ("P", "O", "N", "D", "c", "(", ")")
 STAT_CODES = ("missing_ts", "missing_duration", "negative_duration", "zero_duration", "bad_flow_id",
-              "unknown_phase", "ignored_phase")
+              "unknown_phase", "ignored_phase", "time_overflow", "bad_args_type")
 
 __all__ = ["CATEGORY_MAP", "Parts", "chunk_parts", "normalise_category", "us_text_to_ns"]
 
@@ -274,7 +275,10 @@ def chunk_parts(batch: Batch) -> Parts:
         if key != "meta":
             lf = lf.filter(pl.col("ts_ns").is_not_null())
         if key in PROJECT:
-            lf = lf.with_columns(dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0))
+            dur = pl.col("dur_ns").fill_null(0).clip(lower_bound=0)
+            # an end past Int64 would wrap: the duration is cut to end there (counted: time_overflow)
+            lf = lf.with_columns(dur_ns=pl.when(pl.col("ts_ns") > 0)
+                                 .then(pl.min_horizontal(dur, pl.lit(I64_MAX) - pl.col("ts_ns"))).otherwise(dur))
             order.append(lf.select("eid", "pid", "tid", "ts_ns"))
             plans[key] = PROJECT[key](lf)
         elif key == "flows":
@@ -295,7 +299,9 @@ def chunk_parts(batch: Batch) -> Parts:
     names = list(plans)
     results = pl.collect_all([*plans.values(), *stat_frames])
     frames = dict(zip(names, results[: len(names)]))
-    stats = {code: (0, None) for code in STAT_CODES}
+    stats: dict[str, tuple[int, int | None]] = {code: (0, None) for code in STAT_CODES}
+    for code, (n, first) in batch.get("counts", {}).items():  # found while decoding
+        stats[code] = (n, first if first >= 0 else None)
     for row in (r.row(0, named=True) for r in results[len(names):]):
         for code in STAT_CODES:
             n = row.get(f"{code}_n") or 0
@@ -317,9 +323,12 @@ def _stat_conditions(key: str) -> dict[str, pl.Expr]:
     if key != "meta":
         out["missing_ts"] = ts.is_null()
     if key in PROJECT:
+        out["time_overflow"] = ts.is_not_null() & (dur > 0) & (ts > pl.lit(I64_MAX) - dur.clip(lower_bound=0))
         out["missing_duration"] = ts.is_not_null() & dur.is_null()
         out["negative_duration"] = ts.is_not_null() & (dur < 0)
         out["zero_duration"] = ts.is_not_null() & (dur == 0)
+    if key in WITH_ARGS_TEXT:  # `args` that is not an object (null reads as absent)
+        out["bad_args_type"] = pl.col("args").is_not_null() & ~pl.col("args").str.starts_with("{")
     if key == "flows":
         out["bad_flow_id"] = ts.is_not_null() & _flow_id(pl.col("id")).is_null()
     return out

@@ -14,6 +14,7 @@ wrong type, the piece is decoded item by item and the problems are counted.
 from __future__ import annotations
 
 import gc
+import re
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,21 +77,114 @@ class PieceError(Exception):
         return "truncated" in self.message or self.at >= self.size - 2
 
 
-def decode_piece(piece: bytes) -> tuple[list[Event], int, int]:
-    """Decode `[events...]`; returns (events, items with wrong field types, items dropped).
+def decode_piece(piece: bytes) -> tuple[list[Event], int, int, Counts]:
+    """Decode `[events...]`; returns (events, items with wrong field types, items dropped, counts).
 
     Raises `PieceError` when the text is not valid JSON. An item that is valid JSON but not
-    an event (or holds bytes that are not UTF-8) is dropped and counted.
+    an event is dropped and counted. Bytes that are not UTF-8 are replaced by U+FFFD, and
+    values nested too deep for the decoder are emptied; both are counted (`counts`).
     """
+    counts: Counts = {}
+    piece, bad_utf8 = fix_utf8(piece)
+    try:
+        events, bad_types, dropped = _decode_piece(piece)
+    except RecursionError:
+        flat, deep = flatten_deep(piece)
+        add_count(counts, "deep_nesting", deep)
+        events, bad_types, dropped = _decode_piece(flat)
+    if bad_utf8:
+        first = next((i for i, e in enumerate(events) if _REPLACED in e.name or _REPLACED in e.cat
+                      or _REPLACED_UTF8 in bytes(e.args)), -1)
+        add_count(counts, "invalid_utf8", bad_utf8, first)
+    return events, bad_types, dropped, counts
+
+
+def _decode_piece(piece: bytes) -> tuple[list[Event], int, int]:
     try:
         return EVENTS.decode(piece), 0, 0
-    except msgspec.DecodeError:  # a ValidationError, or an item msgspec rejects (bad UTF-8)
+    except msgspec.DecodeError:  # a ValidationError, or an item msgspec rejects
         pass
     try:
         raws = _RAW_LIST.decode(piece)
     except msgspec.DecodeError as exc:
         raise _piece_error(exc, len(piece)) from None
     return decode_leniently(raws)
+
+
+# -- counts of problems found while decoding (code -> [count, first local event index or -1]) --
+
+Counts = dict[str, list[int]]
+
+
+def add_count(counts: Counts, code: str, n: int, first: int = -1) -> None:
+    if n:
+        old = counts.setdefault(code, [0, -1])
+        old[0] += n
+        if first >= 0 and (old[1] < 0 or first < old[1]):
+            old[1] = first
+
+
+def merge_counts(into: Counts, other: Counts, offset: int = 0) -> None:
+    for code, (n, first) in other.items():
+        add_count(into, code, n, first + offset if first >= 0 else -1)
+
+
+_REPLACED = "\ufffd"
+_REPLACED_UTF8 = _REPLACED.encode()
+
+
+def fix_utf8(text: bytes) -> tuple[bytes, int]:
+    """`text` with byte sequences that are not UTF-8 replaced by U+FFFD, and how many were."""
+    if text.isascii():
+        return text, 0
+    raw = bytes(text)
+    try:
+        raw.decode("utf-8")
+        return text, 0
+    except UnicodeDecodeError:
+        pass
+    fixed = raw.decode("utf-8", "replace")
+    bad = fixed.count(_REPLACED) - raw.count(_REPLACED_UTF8)
+    return fixed.encode("utf-8"), max(1, bad)
+
+
+MAX_DEPTH = 200  # JSON nested deeper than this is emptied before decoding (msgspec stops near 1,000)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)|[\[\]{}]', re.DOTALL)
+
+
+def flatten_deep(text: bytes, limit: int = MAX_DEPTH) -> tuple[bytes, int]:
+    """Empty every array/object nested more than `limit` levels deep, in place: its contents
+    become spaces (same length, so offsets hold). Returns the text and how many were emptied.
+    A container left open at the end is blanked to the end (the text stays truncated)."""
+    out = bytearray(text)
+    depth, start, emptied = 0, -1, 0
+    for m in _TOKEN.finditer(out):
+        c = out[m.start()]
+        if c == 0x22:  # a string
+            continue
+        if c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth == limit + 1:
+                start = m.start()
+        else:
+            if depth == limit + 1:
+                out[start + 1 : m.start()] = b" " * (m.start() - start - 1)
+                emptied += 1
+            depth = max(0, depth - 1)
+    if depth > limit:
+        out[start + 1 :] = b" " * (len(out) - start - 1)
+        emptied += 1
+    return bytes(out), emptied
+
+
+def decode_flat(decoder: Any, text: bytes) -> tuple[Any, int]:
+    """`decoder.decode(text)`; text nested too deep for msgspec is flattened first.
+    Returns (value, containers emptied)."""
+    try:
+        return decoder.decode(text), 0
+    except RecursionError:
+        flat, deep = flatten_deep(text)
+        return decoder.decode(flat), deep
 
 
 def _piece_error(exc: Exception, size: int) -> PieceError:
@@ -201,8 +295,8 @@ def raw_text(raw: bytes | str | None) -> str | None:
 
 
 def decode_any(raw: bytes | str) -> Any:
-    """Decode JSON text into Python values; None when it is not valid JSON."""
+    """Decode JSON text into Python values; None when it is not valid JSON (or too deep)."""
     try:
         return _ANY.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None

@@ -19,7 +19,8 @@ from tracekit.loader.events import decode_any
 from tracekit.model import COUNTERS_SCHEMA, SCHEMAS
 
 Note = tuple[str, str, int, str, int | None]  # level, code, count, message, first eid
-INFO_CODES = frozenset({"zero_duration", "out_of_order", "ignored_phase"})
+INFO_CODES = frozenset({"zero_duration", "out_of_order", "ignored_phase", "duplicate_correlation",
+                        "duplicate_correlation_gpu", "duplicate_flow_id"})
 
 PAIRINGS = (
     ("B", "E", ["pid", "tid"], "B/E"),
@@ -34,6 +35,12 @@ STAT_MESSAGES = {
     "bad_flow_id": "{n:,} flow events had no usable 'id'",
     "unknown_phase": "{n:,} events had an unknown or missing 'ph'; ignored",
     "ignored_phase": "{n:,} sample/object/context events (ph P, O, N, D, c, parentheses) are not analysed",
+    "time_overflow": "{n:,} complete events end past the largest time Int64 nanoseconds can hold; "
+                     "their duration was cut to end there",
+    "invalid_utf8": "{n:,} byte sequences were not valid UTF-8; replaced by U+FFFD",
+    "arg_out_of_range": "{n:,} events had args numbers too large for a 64-bit column (correlation, External id, "
+                        "grid...); read as null",
+    "deep_nesting": "{n:,} JSON values were nested more than 200 levels deep; their contents were dropped",
 }
 
 
@@ -81,15 +88,15 @@ class Frames:
     def stat(self, code: str) -> tuple[int, int | None]:
         count, first = 0, None
         for p, off in zip(self.parts, self.offsets):
-            n, f = p.stats[code]
+            n, f = p.stats.get(code, (0, None))
             count += n
             if f is not None and (first is None or f + off < first):
                 first = f + off
         return count, first
 
-    def note_stat(self, notes: Notes, code: str) -> None:
+    def note_stat(self, notes: Notes, code: str, extra: int = 0) -> None:
         count, first = self.stat(code)
-        notes.add(code, count, STAT_MESSAGES[code], first)
+        notes.add(code, count + extra, STAT_MESSAGES[code], first)
 
     @property
     def kineto(self) -> bool:
@@ -186,6 +193,26 @@ def skew_note(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
     notes.rows_of("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
 
 
+def duplicate_notes(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame) -> None:
+    """Ids that must be unique but repeat: kernel<->launch and flow links become ambiguous.
+
+    Kernels of one CUDA graph launch share its correlation legitimately: those are not counted."""
+    calls = runtime.filter(pl.col("correlation").is_not_null())
+    notes.rows_of("duplicate_correlation", calls.filter(pl.struct("pid", "correlation").is_duplicated()),
+                  "{n:,} runtime calls share their correlation id with another call; links to their GPU work "
+                  "are ambiguous")
+    graphs = calls.filter(pl.col("name").str.contains("Graph"))["correlation"]
+    kernels = gpu.filter((pl.col("cat") == "kernel") & pl.col("correlation").is_not_null()
+                         & ~pl.col("correlation").is_in(graphs.implode()))
+    notes.rows_of("duplicate_correlation_gpu", kernels.filter(pl.struct("device", "correlation").is_duplicated()),
+                  "{n:,} kernels (not from a CUDA graph) share their correlation id with another kernel; "
+                  "links to their launches are ambiguous")
+    starts = flows.filter((pl.col("ph") == "s") & pl.col("flow_id").is_not_null())
+    notes.rows_of("duplicate_flow_id", starts.filter(pl.struct("cat", "flow_id").is_duplicated()),
+                  "{n:,} flow starts share their id with another flow start of the same category; "
+                  "their links are ambiguous")
+
+
 def vendor(runtime: pl.DataFrame, gpu: pl.DataFrame) -> str | None:
     if runtime["name"].str.starts_with("hip").any():
         return "amd"
@@ -194,4 +221,4 @@ def vendor(runtime: pl.DataFrame, gpu: pl.DataFrame) -> str | None:
     return None
 
 
-__all__ = ["Any", "Frames", "Notes", "build_frames", "skew_note", "vendor"]
+__all__ = ["Any", "Frames", "Notes", "build_frames", "duplicate_notes", "skew_note", "vendor"]

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracekit.errors import TraceFormatError
 from tracekit.loader.batch import Batch, empty_batch, piece_batch
 from tracekit.loader.columns import Parts, chunk_parts
 from tracekit.loader.events import PieceError
@@ -43,6 +44,7 @@ class ReadResult:
     not_closed: bool = False
     events: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
+    deep: int = 0  # containers outside the chunks (head, final piece) nested too deep, emptied
 
 
 class Ingest:
@@ -111,10 +113,13 @@ def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_B
         out, batch = read_final(final, prev_end, path, piece_batch)
         ingest.put(reader.index, batch if batch is not None else empty_batch())
         parts = ingest.finish()
+    except RecursionError:  # a decode this module does not expect to nest (the others flatten first)
+        raise TraceFormatError("JSON nested too deeply to read", path=path) from None
     finally:
         ingest.close()
     top = {**head.top, **out.tail}
-    return ReadResult(head.form, top, parts, out.recovery, out.not_closed, sum(p.n for p in parts))
+    return ReadResult(head.form, top, parts, out.recovery, out.not_closed, sum(p.n for p in parts),
+                      deep=reader.deep + out.deep)
 
 
 def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from tracekit.errors import TraceFormatError
-from tracekit.loader.events import PieceError, decode_any, error_offset
+from tracekit.loader.events import PieceError, decode_any, decode_flat, error_offset, flatten_deep
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -78,6 +78,7 @@ class Reader:
         self.index = 0
         self._limit: int | None = None  # re-cut: the cut must fall before this
         self._min_cut = 0  # grow: the cut must fall after this
+        self.deep = 0  # containers in the head nested too deep to decode, emptied
 
     # -- buffer ---------------------------------------------------------------------------
 
@@ -125,6 +126,10 @@ class Reader:
         buf = self._join()
         if buf.startswith(b"\xef\xbb\xbf"):
             self._buf = buf = buf[3:]
+        wide = _wide_encoding(buf)
+        if wide:
+            raise TraceFormatError(f"the file is {wide} text (e.g. written by PowerShell's `>`); re-save it as UTF-8",
+                                   path=self.path)
         start = _first_non_space(buf)
         while start < 0 and not self.eof:
             self._fill(self._pending() + (1 << 20))
@@ -162,10 +167,11 @@ class Reader:
             bracket = _skip_ws(buf, colon + 1) if buf[colon : colon + 1] == b":" else -1
             head = buf[start:key].rstrip(_WS).rstrip(b",") + b"}"
             try:
-                top = _TOP.decode(head)
+                top, deep = decode_flat(_TOP, head)
             except msgspec.DecodeError:
                 searched = key + 1  # the key was inside some value: look further
                 continue
+            self.deep += deep
             if bracket < 0 or buf[bracket : bracket + 1] != b"[":
                 return None  # the real key, but not followed by an array
             self._consume(bracket + 1)
@@ -183,9 +189,10 @@ class Reader:
                 f"not a trace: expected a JSON object or array at byte {start}, found {first!r}", path=self.path
             )
         try:
-            top = _TOP.decode(data)
+            top, deep = decode_flat(_TOP, data)
         except msgspec.DecodeError:
             return self._broken_object(data, total)
+        self.deep += deep
         raw_events = top.pop("traceEvents", None)
         if raw_events is None:
             raise TraceFormatError("JSON object has no 'traceEvents' array", path=self.path)
@@ -204,7 +211,9 @@ class Reader:
             raise TraceFormatError("'traceEvents' is not followed by an array", path=self.path)
         head = data[:key].rstrip().rstrip(b",") + b"}"
         try:
-            top = decode_top(_TOP.decode(head))
+            raw_top, deep = decode_flat(_TOP, head)
+            top = decode_top(raw_top)
+            self.deep += deep
         except msgspec.DecodeError:
             top = {}
         return Head("object", top, Final(data[arr + 1 :], self.pos + arr + 1, "object-broken", total))
@@ -283,6 +292,18 @@ def _skip_ws(buf: bytes, i: int) -> int:
     return i
 
 
+def _wide_encoding(buf: bytes) -> str | None:
+    """"UTF-16"/"UTF-32" when the text starts with their byte-order mark or NUL-interleaved ASCII."""
+    if buf.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "UTF-32"
+    if buf.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16"
+    head = buf[:4]  # no mark: ASCII with a NUL byte before or after each character
+    even, odd = head[0::2], head[1::2]
+    interleaved = (odd == b"\0\0" and b"\0" not in even) or (even == b"\0\0" and b"\0" not in odd)
+    return "UTF-16" if len(head) == 4 and head.isascii() and interleaved else None
+
+
 def _first_non_space(data: bytes) -> int:
     stripped = data.lstrip(_WS)
     return -1 if not stripped else len(data) - len(stripped)
@@ -319,6 +340,7 @@ class FinalResult:
     tail: dict[str, Any] = field(default_factory=dict)  # top-level keys after the array
     recovery: Recovery | None = None
     not_closed: bool = False  # the array is complete but the object around it is not
+    deep: int = 0  # containers nested too deep to decode, emptied
 
 
 def read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
@@ -326,7 +348,18 @@ def read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[
 
     `prev_end` is where the events before this piece end (None: there were none). Returns
     the FinalResult and what `decode` returned for the events kept (None: no events).
+    Text nested too deep for the decoder is emptied (same length) and read again.
     """
+    try:
+        return _read_final(final, prev_end, path, decode)
+    except RecursionError:
+        text, deep = flatten_deep(final.text)
+        out, result = _read_final(Final(text, final.start, final.mode, final.total), prev_end, path, decode)
+        out.deep += deep
+        return out, result
+
+
+def _read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
     body = b"[" + final.text
     if final.mode == "object":
         try:

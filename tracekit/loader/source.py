@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import queue
+import stat
 import threading
 import zlib
 from collections.abc import Iterator
@@ -19,12 +20,22 @@ try:  # ISA-L inflates gzip about twice as fast as zlib; same API
 except ImportError:  # pragma: no cover
     _inflate = zlib  # type: ignore[assignment]
 from dataclasses import dataclass
-from pathlib import Path
 
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_BYTES = 64 * 1024**3  # decompressed size refused past this (gzip bomb guard)
+GZIP_HEADER_BYTES = 10
+def _default_max_bytes() -> int:
+    """16 GiB, or 75 % of physical memory where that is less (a trace past it could not be held)."""
+    limit = 16 * 1024**3
+    try:
+        limit = min(limit, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
+    except (AttributeError, OSError, ValueError):  # not POSIX, or the figures are unknown
+        pass
+    return max(limit, 1024**3)
+
+
+DEFAULT_MAX_BYTES = _default_max_bytes()  # decompressed size refused past this (gzip bomb guard)
 _CHUNK = 8 * 1024 * 1024
 PIECE_BYTES = 1024 * 1024  # decompressed piece size handed to the scanner
 READ_AHEAD = 6  # pieces the reading thread may hold ready (a chunk and a half)
@@ -41,12 +52,9 @@ class Source:
 
 def read_source(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Source:
     """Read a trace file (never writes to it). Gzip is recognised by its magic bytes."""
-    p = Path(path)
     name = str(path)
     try:
-        if p.is_dir():
-            raise TraceError("is a directory, not a trace file", path=name)
-        with open(p, "rb") as fh:
+        with open_regular(path, name) as fh:
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(2)
             fh.seek(0)
@@ -76,6 +84,8 @@ def _gunzip(fh, max_bytes: int, name: str) -> tuple[bytes, bool]:
     while True:
         chunk = fh.read(_CHUNK)
         if not chunk:
+            if fed and not d.eof and not out:
+                raise TraceFormatError(_nothing_inflated(fh.tell()), path=name)
             return bytes(out), fed and not d.eof
         while chunk:
             fed = True
@@ -112,15 +122,7 @@ class Stream:
             self._fh = io.BytesIO(data)
             self.size_bytes = len(data)
         else:
-            p = Path(path)
-            try:
-                if p.is_dir():
-                    raise TraceError("is a directory, not a trace file", path=self.path)
-                self._fh = open(p, "rb")  # noqa: SIM115 (closed by close())
-            except TraceError:
-                raise
-            except OSError as exc:
-                raise _os_error(exc, self.path) from None
+            self._fh = open_regular(path, self.path)
             self.size_bytes = os.fstat(self._fh.fileno()).st_size
         self.compressed = self._fh.read(2) == GZIP_MAGIC
         self._fh.seek(0)
@@ -209,6 +211,8 @@ class Stream:
                     fed = False
                     chunk = rest if rest.startswith(GZIP_MAGIC) else b""
         self.truncated_gzip = fed and not d.eof
+        if self.truncated_gzip and not self.total:
+            raise TraceFormatError(_nothing_inflated(self.size_bytes), path=self.path)
 
     def close(self) -> None:
         self._stop.set()
@@ -222,6 +226,42 @@ def bytes_stream(data: bytes, piece_bytes: int = PIECE_BYTES) -> Iterator[bytes]
     view = memoryview(data)
     for i in range(0, len(data), piece_bytes):
         yield view[i : i + piece_bytes]
+
+
+def open_regular(path: str | os.PathLike[str], name: str) -> io.BufferedReader:
+    """Open a regular file for reading (symlinks followed). Anything else is refused before
+    it is opened: a FIFO would block, a device (`/dev/zero`) never ends."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceError("is a directory, not a trace file", path=name)
+        if not stat.S_ISREG(mode):
+            raise TraceError(f"not a regular file (a {_kind(mode)})", path=name)
+        fh = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+    except TraceError:
+        raise
+    except OSError as exc:
+        raise _os_error(exc, name) from None
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the stat and the open
+        fh.close()
+        raise TraceError("not a regular file", path=name)
+    return fh
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _nothing_inflated(size: int) -> str:
+    if size < GZIP_HEADER_BYTES:
+        return f"truncated gzip header: the file ends at byte {size}, inside the gzip header"
+    return f"truncated gzip stream: the file ends at byte {size:,} before any data could be decompressed"
 
 
 def _os_error(exc: OSError, name: str) -> TraceError:

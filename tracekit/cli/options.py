@@ -1,0 +1,41 @@
+"""Option types shared by the group and the commands (light: imported by `tracekit --help`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+MAX_BYTES_KEY = "tracekit.max_bytes"  # ctx.meta key set by a command's --max-bytes
+MAX_BYTES_HELP = ("Refuse a trace whose JSON (decompressed) is larger than SIZE, e.g. 512M or 2G "
+                  "(default: 16G, or 75% of physical memory where that is less).")
+
+
+class Size(click.ParamType):
+    """A byte count: `10000000`, `512M`, `2G`, `1.5GiB` (K/M/G/T are powers of 1024)."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in _UNITS else ""
+        try:
+            size = int(float(text[: len(text) - len(unit)]) * _UNITS[unit])
+        except (ValueError, OverflowError):
+            self.fail(f"{value!r} is not a size (e.g. 10000000, 512M, 2G)", param, ctx)
+        if size <= 0:
+            self.fail(f"{value!r}: the size must be positive", param, ctx)
+        return size
+
+
+def _remember_max_bytes(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.meta[MAX_BYTES_KEY] = value
+
+
+# on each trace-reading command too: `tracekit info --max-bytes 2G T` as well as `tracekit --max-bytes 2G info T`
+max_bytes_opt = click.option("--max-bytes", type=Size(), default=None, expose_value=False, is_eager=True,
+                             callback=_remember_max_bytes, metavar="SIZE", help=MAX_BYTES_HELP)
