@@ -21,13 +21,13 @@ _traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(
 
 
 def trace_arg(f: Any) -> Any:
-    """The TRACE argument, with `--max-bytes` (read by `load_trace`)."""
-    return max_bytes_opt(_trace_arg(f))
+    """The TRACE argument, with `--max-bytes` and `--cache/--no-cache` (read by `load_trace`)."""
+    return cache_opt(max_bytes_opt(_trace_arg(f)))
 
 
 def traces_arg(f: Any) -> Any:
-    """TRACES (one or more), with `--max-bytes`."""
-    return max_bytes_opt(_traces_arg(f))
+    """TRACES (one or more), with `--max-bytes` and `--cache/--no-cache`."""
+    return cache_opt(max_bytes_opt(_traces_arg(f)))
 
 
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -43,8 +43,8 @@ def _remember_cache(ctx: click.Context, _param: click.Parameter, value: bool | N
 CACHE_MIN_BYTES = 1024 * 1024  # by default the CLI caches files at least this big
 
 # The CLI caches loaded traces by default (`~/.cache/tracekit`, or `$XDG_CACHE_HOME/tracekit`):
-# commands are often run one after another on the same big trace. A command that wants the
-# flag adds `@cache_opt`; `load_trace` reads the choice, so the command's signature is unchanged.
+# commands are often run one after another on the same big trace. Every command taking
+# TRACE gets the flag through `trace_arg`; `load_trace` reads the choice.
 cache_opt = click.option(
     "--cache/--no-cache", default=None, expose_value=False, is_eager=True, callback=_remember_cache,
     help="Reuse (and store) the loaded trace in the cache folder; default: on for files of 1 MB or more.",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import cache_opt, clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
 
 if TYPE_CHECKING:
     from tracekit.analysis.critical_path import CriticalPath
@@ -27,7 +27,6 @@ set_opt = click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE
 @window_opt
 @index_opt
 @json_opt
-@cache_opt
 def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> None:
     """The critical path of a window: what it is made of, whose time it is, and what-ifs.
 
@@ -50,7 +49,6 @@ def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> 
 @set_opt
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit with status 1 when a finding of this severity or worse exists.")
-@cache_opt
 def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | None) -> None:
     """Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice."""
     from tracekit.findings import Config, run_findings
@@ -71,7 +69,6 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
 @window_opt
 @index_opt
 @set_opt
-@cache_opt
 def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...]) -> None:
     """Write the trace with the critical path (flow arrows, a track) and findings (instants) added."""
     from tracekit.analysis.critical_path import critical_path as compute
