@@ -557,3 +557,22 @@ def test_index_page_in_chromium(archive):
             assert href.startswith("reports/") and (archive["out"] / href).is_file()
         page.locator('input.filter[data-table="traces"]').fill("run-03")
         assert page.locator("#traces tbody tr:not([hidden])").count() == 1
+
+
+def test_index_page_and_reports_are_inert_for_hostile_traces(tmp_path):
+    from report_fixtures import FAKE_TOKEN, hostile_trace
+
+    src = tmp_path / "in"
+    src.mkdir()
+    hostile_trace().write(src / "<script>alert(9)<.json.gz")
+    out = tmp_path / "out"
+    result = run_batch([str(src)], out_dir=str(out), jobs=1, reports=True)
+    assert result.summary.height == 1 and result.summary["error"].to_list() == [None]
+    pages = [out / "index.html", *sorted(out.rglob("*.html"))]
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert html.count("<script") == 1 and "<img" not in html and "</style><" not in html
+        assert not re.search(r"""(href|src)\s*=\s*["']?\s*javascript""", html)  # hostile text stays text
+        assert FAKE_TOKEN not in html and "s3cretpw" not in html
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert all(out in p.parents for p in written) and not any("<" in p.name for p in written)
