@@ -306,3 +306,13 @@ def test_real_bare_array_and_truncated():
     assert cut.meta.recovered
     assert cut.ops.sort("ts_ns").select("name", "ts_ns", "dur_ns").rows() == [
         ("alpha", 0, 14000), ("beta", 1000, 12000), ("gamma", 2000, 5000), ("epsilon", 7000, 0)]
+
+
+def test_trace_files_skips_capture_indexes(tmp_path):
+    TraceBuilder().write(tmp_path / "a.json.gz")
+    (tmp_path / "sub").mkdir()
+    TraceBuilder().write(tmp_path / "sub" / "b.pt.trace.json")
+    (tmp_path / "index.json").write_text('[{"variant": "sdpa", "path": "a.json.gz"}]')
+    from tracekit.loader import trace_files
+
+    assert [p.relative_to(tmp_path).as_posix() for p in trace_files(tmp_path)] == ["a.json.gz", "sub/b.pt.trace.json"]

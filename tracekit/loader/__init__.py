@@ -181,11 +181,17 @@ def _with_truncated_gzip(warnings: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=WARNINGS_SCHEMA, orient="row")
 
 
+INDEX_NAME = "index.json"  # capture's sweep index: a list of traces, not a trace
+
+
 def trace_files(source: str | os.PathLike[str]) -> list[Path]:
-    """The trace files under a directory (recursive), sorted; a file is returned as itself."""
+    """The trace files under a directory (recursive), sorted; a file is returned as itself.
+
+    Capture sweep indexes (`index.json`, written beside the traces they list) are skipped.
+    """
     p = Path(source)
     if p.is_dir():
-        found = {f for pattern in TRACE_GLOBS for f in p.rglob(pattern) if f.is_file()}
+        found = {f for pattern in TRACE_GLOBS for f in p.rglob(pattern) if f.is_file() and f.name != INDEX_NAME}
         return sorted(found)
     return [p]
 
