@@ -576,3 +576,17 @@ def test_index_page_and_reports_are_inert_for_hostile_traces(tmp_path):
         assert FAKE_TOKEN not in html and "s3cretpw" not in html
     written = [p for p in out.rglob("*") if p.is_file()]
     assert all(out in p.parents for p in written) and not any("<" in p.name for p in written)
+
+
+def test_a_fifo_among_the_sources_is_an_error_row_not_a_hang(tmp_path):
+    import os
+
+    src = tmp_path / "in"
+    src.mkdir()
+    TraceBuilder().write(src / "ok.json.gz")
+    os.mkfifo(src / "pipe.json")  # a directory scan skips it; named as a source, it is refused
+    result = run_batch([str(src), str(src / "pipe.json")], out_dir=str(tmp_path / "out"), jobs=1)
+    errors = dict(zip(result.summary["source"].map_elements(lambda s: s.rsplit("/", 1)[-1], return_dtype=pl.String),
+                      result.summary["error"]))
+    assert errors["ok.json.gz"] is None
+    assert "not a regular file (a FIFO)" in errors["pipe.json"]

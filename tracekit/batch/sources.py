@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from tracekit.errors import TraceError
 from tracekit.loader import load, loads, trace_files
+from tracekit.loader.source import open_regular, os_error
 from tracekit.model import Trace
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -160,17 +161,11 @@ def prepare(item: Item, *, report: bool = False) -> Job:
 
 def _hash_file(path: str) -> tuple[str, int]:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, path) as fh:  # a FIFO or a device is refused, never read
             digest = hashlib.file_digest(fh, "sha256").hexdigest()
             return digest, fh.tell()
-    except FileNotFoundError:
-        raise TraceError("no such file", path=path) from None
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", path=path) from None
-    except PermissionError:
-        raise TraceError("permission denied", path=path) from None
     except OSError as exc:
-        raise TraceError(f"cannot read: {exc.strerror or exc}", path=path) from None
+        raise os_error(exc, path) from None
 
 
 def _read_url(url: str) -> bytes:

@@ -64,16 +64,8 @@ def read_source(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BY
             if size > max_bytes:
                 raise TraceTooLargeError(f"file is {size:,} bytes, over the limit of {max_bytes:,}", path=name)
             return Source(name, size, fh.read(), False, False)
-    except TraceError:
-        raise
-    except FileNotFoundError:
-        raise TraceError("no such file", path=name) from None
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", path=name) from None
-    except PermissionError:
-        raise TraceError("permission denied", path=name) from None
     except OSError as exc:
-        raise TraceError(f"cannot read: {exc.strerror or exc}", path=name) from None
+        raise os_error(exc, name) from None
 
 
 def _gunzip(fh, max_bytes: int, name: str) -> tuple[bytes, bool]:
@@ -181,7 +173,7 @@ class Stream:
                 self.total += len(piece)
                 yield piece
         except OSError as exc:
-            raise _os_error(exc, self.path) from None
+            raise os_error(exc, self.path) from None
 
     def _inflate(self) -> Iterator[bytes]:
         """Decompress (several gzip members allowed) up to max_bytes."""
@@ -241,7 +233,7 @@ def open_regular(path: str | os.PathLike[str], name: str) -> io.BufferedReader:
     except TraceError:
         raise
     except OSError as exc:
-        raise _os_error(exc, name) from None
+        raise os_error(exc, name) from None
     if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the stat and the open
         fh.close()
         raise TraceError("not a regular file", path=name)
@@ -264,7 +256,8 @@ def _nothing_inflated(size: int) -> str:
     return f"truncated gzip stream: the file ends at byte {size:,} before any data could be decompressed"
 
 
-def _os_error(exc: OSError, name: str) -> TraceError:
+def os_error(exc: OSError, name: str) -> TraceError:
+    """An OS error while reading `name` as the one-line TraceError the CLI shows."""
     if isinstance(exc, FileNotFoundError):
         return TraceError("no such file", path=name)
     if isinstance(exc, IsADirectoryError):
