@@ -145,16 +145,10 @@ def test_tail_keys_after_the_event_array(tmp_path):
         assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes))
 
 
-def test_loads_takes_gzip_bytes_and_the_old_two_step_form(tmp_path):
+def test_loads_takes_gzip_bytes(tmp_path):
     text = busy_trace().text().encode()
     one = loads(text)
     assert_same(one.replace(meta=tracekit.TraceMeta()), loads(gzip.compress(text)).replace(meta=tracekit.TraceMeta()))
-    from tracekit.loader import build_trace
-    from tracekit.loader.decode import decode_trace
-    from tracekit.loader.source import Source
-
-    src = Source(path="<bytes>", size_bytes=len(text), data=text, compressed=False, truncated_gzip=False)
-    assert_same(one, build_trace(decode_trace(text), src))
 
 
 # -- the cache ---------------------------------------------------------------------------------

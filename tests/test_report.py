@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from conftest import real_trace
-from report_fixtures import FAKE_TOKEN, HOSTILE, decode_trace, hostile_trace
+from report_fixtures import FAKE_TOKEN, decode_trace, hostile_trace
 
 import tracekit
 from tracekit.cli.main import main

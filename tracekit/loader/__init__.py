@@ -8,7 +8,6 @@ the JSON text. `docs/loader.md` describes the design, the cache and the figures.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Iterable
@@ -18,11 +17,10 @@ import polars as pl
 
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
-from tracekit.loader.decode import Decoded
 from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
 from tracekit.loader.meta import name_metadata, top_fields
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
-from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Source, Stream, bytes_stream
+from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
 from tracekit.loader.workers import GZIP_RATIO, Helper, want_helper
 from tracekit.model import WARNINGS_SCHEMA, Trace, TraceMeta
 
@@ -115,21 +113,9 @@ def loads(data: bytes, *, path: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BY
     return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=False)
 
 
-def build_trace(result: ReadResult | Decoded, src: Source | None = None, *, path: str = "<bytes>",
-                size_bytes: int = 0, truncated_gzip: bool = False) -> Trace:
-    """The Trace of a read. (`build_trace(decode_trace(data), src)`, the old two-step
-    form, still works: prefer `tracekit.loads`.)"""
-    if isinstance(result, Decoded):
-        src_path = src.path if src is not None else result.path
-        trace = loads(result.data, path=src_path)
-        if src is not None:
-            recovered = trace.meta.recovered or src.truncated_gzip
-            meta = dataclasses.replace(trace.meta, size_bytes=src.size_bytes, recovered=recovered)
-            warnings = trace.warnings
-            if src.truncated_gzip:
-                warnings = _with_truncated_gzip(warnings)
-            trace = trace.replace(meta=meta, warnings=warnings)
-        return trace
+def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 0,
+                truncated_gzip: bool = False) -> Trace:
+    """The Trace of a read."""
     frames = Frames(result.parts)
     notes = Notes()
     if result.recovery is not None:
@@ -170,15 +156,6 @@ def build_trace(result: ReadResult | Decoded, src: Source | None = None, *, path
     )
     warnings = pl.DataFrame(notes.rows, schema=WARNINGS_SCHEMA, orient="row")
     return Trace(**built, warnings=warnings, meta=meta)
-
-
-def _with_truncated_gzip(warnings: pl.DataFrame) -> pl.DataFrame:
-    """Insert the truncated_gzip note where a load from the file would have put it."""
-    rows = warnings.rows()
-    codes = [r[1] for r in rows]
-    at = max((codes.index(c) + 1 for c in ("truncated", "bad_field_type", "not_an_event") if c in codes), default=0)
-    rows.insert(at, ("warning", "truncated_gzip", 1, TRUNCATED_GZIP, None))
-    return pl.DataFrame(rows, schema=WARNINGS_SCHEMA, orient="row")
 
 
 INDEX_NAME = "index.json"  # capture's sweep index: a list of traces, not a trace

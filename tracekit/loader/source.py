@@ -51,53 +51,13 @@ class Source:
 
 
 def read_source(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Source:
-    """Read a trace file (never writes to it). Gzip is recognised by its magic bytes."""
-    name = str(path)
+    """Read a whole trace file into memory (never writes to it); gzip is recognised by its magic bytes."""
+    stream = Stream(path, max_bytes=max_bytes, threaded=False)
     try:
-        with open_regular(path, name) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            head = fh.read(2)
-            fh.seek(0)
-            if head == GZIP_MAGIC:
-                data, truncated = _gunzip(fh, max_bytes, name)
-                return Source(name, size, data, True, truncated)
-            if size > max_bytes:
-                raise TraceTooLargeError(f"file is {size:,} bytes, over the limit of {max_bytes:,}", path=name)
-            return Source(name, size, fh.read(), False, False)
-    except OSError as exc:
-        raise os_error(exc, name) from None
-
-
-def _gunzip(fh, max_bytes: int, name: str) -> tuple[bytes, bool]:
-    """Decompress a gzip stream (several members allowed) up to max_bytes."""
-    out = bytearray()
-    d = _inflate.decompressobj(wbits=31)
-    fed = False  # has the current gzip member received any input?
-    while True:
-        chunk = fh.read(_CHUNK)
-        if not chunk:
-            if fed and not d.eof and not out:
-                raise TraceFormatError(_nothing_inflated(fh.tell()), path=name)
-            return bytes(out), fed and not d.eof
-        while chunk:
-            fed = True
-            try:
-                piece = d.decompress(chunk, max(1, max_bytes - len(out) + 1))
-            except (zlib.error, _inflate.error) as exc:
-                if not out:
-                    raise TraceFormatError(f"corrupt gzip data: {exc}", path=name) from None
-                return bytes(out), True
-            out += piece
-            if len(out) > max_bytes:
-                raise TraceTooLargeError(
-                    f"decompresses to more than {max_bytes:,} bytes (limit); refusing", path=name
-                )
-            chunk = d.unconsumed_tail
-            if d.eof:
-                rest = d.unused_data
-                d = _inflate.decompressobj(wbits=31)
-                fed = False
-                chunk = rest if rest.startswith(GZIP_MAGIC) else b""
+        data = b"".join(stream)
+    finally:
+        stream.close()
+    return Source(stream.path, stream.size_bytes, data, stream.compressed, stream.truncated_gzip)
 
 
 class Stream:
