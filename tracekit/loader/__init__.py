@@ -21,7 +21,7 @@ from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes,
 from tracekit.loader.meta import name_metadata, top_fields
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
-from tracekit.loader.workers import GZIP_RATIO, Helper, want_helper
+from tracekit.loader.workers import GZIP_RATIO, make_helper
 from tracekit.model import WARNINGS_SCHEMA, Trace, TraceMeta
 
 MAX_CHUNK_BYTES = 16 * 1024 * 1024
@@ -74,8 +74,7 @@ def load_file(
         chunk_bytes = chunk_size(stream.size_bytes * (GZIP_RATIO if stream.compressed else 1))
     helper = None
     try:
-        if want_helper(workers, stream.size_bytes, stream.compressed):
-            helper = Helper()  # forked before any thread of this load starts
+        helper = make_helper(workers, stream.size_bytes, stream.compressed)  # a fork: before any thread
         result = read_trace(iter(stream), path=stream.path, chunk_bytes=chunk_bytes, helper=helper)
     finally:
         if helper is not None:
@@ -94,7 +93,7 @@ def loads(data: bytes, *, path: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BY
     """Load a trace from bytes already in memory: JSON text, or gzip-compressed JSON."""
     if data[:2] == GZIP_MAGIC:
         stream = Stream(path, max_bytes=max_bytes, data=data)
-        helper = Helper() if want_helper(workers, len(data), True) else None
+        helper = make_helper(workers, len(data), True)
         try:
             result = read_trace(iter(stream), path=path, chunk_bytes=chunk_bytes, helper=helper)
         finally:
@@ -104,7 +103,7 @@ def loads(data: bytes, *, path: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BY
         return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=stream.truncated_gzip)
     if len(data) > max_bytes:
         raise TraceTooLargeError(f"file is {len(data):,} bytes, over the limit of {max_bytes:,}", path=path)
-    helper = Helper() if want_helper(workers, len(data), False) else None
+    helper = make_helper(workers, len(data), False)
     try:
         result = read_trace(bytes_stream(data), path=path, chunk_bytes=chunk_bytes, helper=helper)
     finally:

@@ -198,7 +198,15 @@ def _raw_text(raws: list[Any]) -> tuple[bytes, bytes]:
 
 
 def piece_batch(piece: bytes) -> Batch:
-    """Decode a piece (`[` + complete events + `]`) into a batch; raises `PieceError`."""
+    """Decode a piece (`[` + complete events + `]`) into a batch; raises `PieceError`.
+
+    The native scanner takes the piece when it is built and the piece is in the common
+    shape; otherwise (and for every broken piece) the Python path below decodes it."""
+    from tracekit.loader.native import native_batch
+
+    batch = native_batch(piece)
+    if batch is not None:
+        return batch
     with gc_paused():
         events, bad_types, dropped, counts = decode_piece(piece)
         return build_batch(events, bad_types, dropped, counts)

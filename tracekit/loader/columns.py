@@ -87,7 +87,9 @@ def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.DataFrame:
         elif f in have:
             fixes.append(_null_if(pl.col(f), A.STR_NULL).alias(f))
     for f, out in (("ts", "ts_ns"), ("dur", "dur_ns")):
-        if f + "_i" in have:
+        if f + "_n" in have:  # nanoseconds already (the native scanner)
+            fixes.append(_null_if(pl.col(f + "_n"), A.INT_NULL).alias(out))
+        elif f + "_i" in have:
             us = pl.col(f + "_i")
             fixes.append(pl.when(us.abs() < MAX_US).then(us * 1000).alias(out))
         elif f in have:
@@ -109,7 +111,7 @@ def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.DataFrame:
     if "input_dims" in have:
         dims = pl.when(pl.col("input_dims") != "").then(pl.col("input_dims")).otherwise(pl.col("input_dims_old"))
         fixes.append(dims.alias("input_dims"))
-    drop = [c for c in frame.columns if c.endswith(("_i", "_c")) or c in ("ts", "dur")]
+    drop = [c for c in frame.columns if c.endswith(("_i", "_c")) or c in ("ts", "dur", "ts_n", "dur_n")]
     return frame.with_columns(fixes).drop(drop)
 
 

@@ -1,4 +1,5 @@
-"""A helper process that decodes chunks while the main process decodes others.
+"""A helper that decodes chunks while the main thread decodes others: a thread when the
+native scanner is built (it releases the GIL while it reads), else a process.
 
 msgspec holds the GIL while it decodes, so the second core is used by a process: forked
 (Linux only), it inherits the loaded modules and starts in a millisecond. It runs only
@@ -52,6 +53,24 @@ def idle_cpu() -> bool:
         return True
 
 
+MIN_BYTES_FOR_THREAD = 8 * 1024 * 1024  # below this, one chunk or two: nothing to share
+
+
+def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> ThreadHelper | Helper | None:
+    """The helper for a load of `size_bytes` (None: the main thread decodes everything).
+
+    With the native scanner, a thread: it shares the text without copying and costs
+    nothing to start. Without it, a forked process (the Python path holds the GIL)."""
+    from tracekit.loader.native import available
+
+    if workers == 0:
+        return None
+    if available():
+        big = size_bytes * (GZIP_RATIO if compressed else 1) >= MIN_BYTES_FOR_THREAD
+        return ThreadHelper() if (workers is not None or (big and _cpus() >= 2)) else None
+    return Helper() if want_helper(workers, size_bytes, compressed) else None
+
+
 def want_helper(workers: int | None, size_bytes: int, compressed: bool) -> bool:
     """`workers`: None = decide (a large trace, a fork possible, a CPU idle), 0 = never,
     1 = always where a fork is possible."""
@@ -86,7 +105,63 @@ def _take(path: str) -> bytes:
     return data
 
 
-class Helper:
+class _Results:
+    results: queue.Queue
+    outstanding: set[int]
+
+    def poll(self, block: bool = False) -> list[tuple[int, dict[str, Any] | None]]:
+        """Results that arrived: (index, batch); batch None means the helper is gone."""
+        out = []
+        try:
+            item = self.results.get(block=block)
+            while True:
+                out.append(item)
+                item = self.results.get_nowait()
+        except queue.Empty:
+            pass
+        for index, _ in out:
+            self.outstanding.discard(index)
+        return out
+
+
+class ThreadHelper(_Results):
+    """Decodes chunks on a thread of this process, in the order they are submitted."""
+
+    def __init__(self) -> None:
+        self.results = queue.Queue()
+        self.outstanding = set()
+        self.alive = True
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="tracekit-decode", daemon=True)
+        self._thread.start()
+
+    def submit(self, index: int, piece: bytes) -> None:
+        self.outstanding.add(index)
+        self._jobs.put((index, piece))
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            index, piece = job
+            try:
+                batch = piece_batch(piece)
+            except PieceError as exc:
+                batch = encode_error(exc)
+            except BaseException:  # e.g. MemoryError: the main thread redoes what is left
+                self.alive = False
+                self.results.put((index, None))
+                return
+            self.results.put((index, batch))
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+    def close(self) -> None:
+        self.stop()
+
+
+class Helper(_Results):
     """The parent's handle on the helper process."""
 
     def __init__(self) -> None:
@@ -124,20 +199,6 @@ class Helper:
             self.alive = False
             self.results.put((index, None))
         self.outstanding.add(index)
-
-    def poll(self, block: bool = False) -> list[tuple[int, dict[str, Any] | None]]:
-        """Results that arrived: (index, batch); batch None means the helper is gone."""
-        out = []
-        try:
-            item = self.results.get(block=block)
-            while True:
-                out.append(item)
-                item = self.results.get_nowait()
-        except queue.Empty:
-            pass
-        for index, _ in out:
-            self.outstanding.discard(index)
-        return out
 
     def _receive_loop(self) -> None:
         """Results are passed on as file names; they are read (and the file deleted) by

@@ -1,0 +1,263 @@
+"""The native scanner (`tracekit/loader/_scan.c`) against the Python path, which is the reference.
+
+- hand-computed values for one piece (exact ns from decimal text, escapes, hex integers,
+  grid/block triples, shapes, absent args);
+- pieces outside the common shape are handed back (None), so the Python path counts them;
+- real traces load to identical frames with and without the scanner, and the scanner
+  really takes their pieces;
+- property: any trace Hypothesis builds loads to the same frames either way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import all_real_traces
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tracekit.loader import loads, native
+from tracekit.loader.batch import piece_batch
+from tracekit.loader.columns import chunk_parts
+from tracekit.loader.events import PieceError
+
+built = pytest.mark.skipif(native._scan is None, reason="the native scanner is not built (needs a C compiler at install)")
+
+
+def test_scanner_is_built_where_a_compiler_is():
+    """`pip install -e .` compiles the scanner when a C compiler is there; a silent failure
+    would make every load take the slow path."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here: tracekit runs on its Python path")
+    assert native._scan is not None, "a C compiler is installed but tracekit/loader/_scan was not built"
+
+
+def load_both(text: bytes, monkeypatch, chunk_bytes: int = 1 << 20):
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
+    py = loads(text, workers=0, chunk_bytes=chunk_bytes)
+    monkeypatch.setenv("TRACEKIT_NATIVE", "1")
+    nat = loads(text, workers=0, chunk_bytes=chunk_bytes)
+    return py, nat
+
+
+def assert_same_frames(a, b) -> None:
+    for name, frame in a.frames().items():
+        other = getattr(b, name)
+        assert frame.schema == other.schema, name
+        assert frame.equals(other), f"{name} differs:\n{frame}\n{other}"
+
+
+GOLDEN = rb"""[
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 8, "ts": 1712195495519689.047, "dur": 2.0005,
+  "args": {"External id": 11, "Input Dims": [[8, 16], [16, 32]], "Input type": ["float", "float"], "Sequence number": 3}},
+ {"ph": "X", "cat": "kernel", "name": "gemm \"q\" \u00e9\ud83d\ude00", "pid": 0, "tid": 7, "ts": -0.0005, "dur": 1,
+  "args": {"device": 0, "stream": "0x1f", "correlation": 5, "grid": [8, 4, 1], "block": [128, 1, 1],
+           "est. achieved occupancy %": 50, "nested": {"stream": [1, {"x": "}"}]}}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": "thread 8", "ts": 1.5, "dur": 0.25},
+ {"ph": "f", "cat": "ac2g", "name": "", "pid": 7, "tid": 8, "ts": 3, "id": "0x10", "bp": "e"}
+]"""
+
+
+@built
+def test_golden_piece_hand_computed():
+    batch = native.native_batch(GOLDEN)
+    assert batch is not None
+    assert batch["n"] == 4
+    assert batch["dicts"]["cat"] == ["cpu_op", "kernel", "cuda_runtime", "ac2g"]
+    frames = chunk_parts(batch).frames
+    ops = frames["ops"].row(0, named=True)
+    assert (ops["ts_ns"], ops["dur_ns"], ops["end_ns"]) == (1712195495519689047, 2001, 1712195495519691048)
+    assert (ops["external_id"], ops["sequence_nr"]) == (11, 3)
+    assert ops["input_dims"] == "[[8,16],[16,32]]"
+    gpu = frames["gpu"].row(0, named=True)
+    assert gpu["name"] == 'gemm "q" \u00e9\U0001f600'
+    assert gpu["ts_ns"] == -1  # -0.0005 us: the fourth decimal rounds half away from zero
+    assert gpu["stream"] == 7  # "0x1f" reads as null (as in the Python path): the tid gives the stream
+    assert (gpu["correlation"], gpu["grid_x"], gpu["grid_y"], gpu["grid_z"], gpu["block_x"]) == (5, 8, 4, 1, 128)
+    assert gpu["est_occupancy_pct"] == 50.0
+    runtime = frames["runtime"].row(0, named=True)
+    assert (runtime["tid"], runtime["ts_ns"], runtime["dur_ns"], runtime["args"]) == ("thread 8", 1500, 250, None)
+    flow = frames["flows"].row(0, named=True)
+    assert (flow["flow_id"], flow["binding_point"], flow["ts_ns"]) == (16, "e", 3000)
+
+
+@built
+def test_golden_piece_matches_python_path(monkeypatch):
+    py, nat = load_both(GOLDEN, monkeypatch)
+    assert_same_frames(py, nat)
+
+
+@built
+@pytest.mark.parametrize("event", [
+    b'{"ph": "X", "pid": true, "ts": 1}',  # a boolean pid: counted as a wrong type
+    b'{"ph": "X", "ts": "12"}',  # a time written as text
+    b'{"ph": "X", "ts": 1e3}',  # an exponent
+    b'{"ph": "X", "ts": 1, "args": null}',  # args that is not an object
+    b'{"ph": "X", "ts": 1, "args": {"stream": 1.5}}',  # a fraction in an integer column
+    b'{"ph": "X", "ts": 1, "args": {"grid": [1, 2]}}',  # a short grid
+    b'{"ph": "X", "ts": 1, "args": {"correlation": 9223372036854775808}}',  # beyond Int64
+    b'{"ph": "X", "name": "\\ud800", "ts": 1}',  # a lone surrogate (not JSON msgspec takes)
+    b'{"p\\u0068": "X", "ts": 1}',  # a key written with escapes
+    b'{"ph": "X", "ts": 1,}',  # not JSON
+    b'[1, 2]',  # not an object
+])
+def test_uncommon_pieces_go_to_the_python_path(event):
+    piece = b"[" + event + b"]"
+    assert native.native_batch(piece) is None
+    if event.endswith(b",}") or b"ud800" in event:
+        with pytest.raises(PieceError):  # and the Python path judges it
+            piece_batch(piece)
+    else:
+        batch = piece_batch(piece)
+        assert batch["n"] + batch["dropped"] == 1
+
+
+@built
+def test_scanner_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
+    assert native.native_batch(GOLDEN) is None
+
+
+@built
+@pytest.mark.real
+@pytest.mark.slow
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_real_traces_same_with_and_without_scanner(path: Path, monkeypatch):
+    taken = []
+    original = native.native_batch
+
+    def counting(piece):
+        out = original(piece)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(native, "native_batch", counting)
+    text = path.read_bytes()
+    py, nat = load_both(text, monkeypatch, chunk_bytes=256 * 1024)
+    assert_same_frames(py, nat)
+    if path.stat().st_size > 10_000 and "chrome" not in path.name:
+        assert sum(taken) >= len(taken) // 2, f"the scanner took {sum(taken)} of {len(taken)} pieces"
+
+
+# -- property: same frames either way -----------------------------------------------------
+
+DB = DirectoryBasedExampleDatabase(str(Path(__file__).parent / ".hypothesis-db"))
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+numbers = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(0, 10**16),
+    st.integers(0, 6).flatmap(lambda places: st.decimals(allow_nan=False, allow_infinity=False, places=places,
+                                                          min_value=-(10**17), max_value=10**17)),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+scalars = st.one_of(st.none(), st.booleans(), numbers, names, st.sampled_from(["0x0", "0x1F", "12", "stream 7"]))
+arg_keys = st.sampled_from(["External id", "correlation", "stream", "device", "grid", "block", "Input Dims",
+                            "Input type", "Concrete Inputs", "est. achieved occupancy %", "flops", "cuda_sync_kind",
+                            "Bytes", "Addr", "Sequence number", "other", "bytes"])
+arg_values = st.one_of(scalars, st.lists(st.integers(-5, 2**64), max_size=4),
+                       st.lists(st.lists(st.integers(0, 9), max_size=3), max_size=3),
+                       st.dictionaries(names, scalars, max_size=2))
+
+
+@st.composite
+def events(draw) -> dict:
+    event: dict = {}
+    event["ph"] = draw(st.sampled_from(["X", "X", "X", "i", "s", "f", "C", "M", "B", "E", "b", "e", "Q"]))
+    if draw(st.booleans()):
+        event["cat"] = draw(st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "Memcpy", "ac2g", "gpu_memset",
+                                             "user_annotation", "", "weird"]))
+    event["name"] = draw(st.one_of(names, st.sampled_from(["aten::mm", "[memory]", "cudaLaunchKernel"])))
+    for key in ("pid", "tid", "id", "ts", "dur", "s", "bp"):
+        if draw(st.integers(0, 3)):
+            event[key] = draw(st.one_of(st.integers(0, 10**6), scalars) if key in ("pid", "tid", "id")
+                              else numbers if key in ("ts", "dur") else st.sampled_from(["g", "p", "t", "e", ""]))
+    if draw(st.integers(0, 2)):
+        event["args"] = draw(st.dictionaries(arg_keys, arg_values, max_size=5))
+    return event
+
+
+def to_json(value, ascii_only: bool) -> str:
+    """JSON text, decimals written as such (json.dumps cannot)."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=ascii_only)}: {to_json(v, ascii_only)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(to_json(v, ascii_only) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+@settings(max_examples=150, deadline=None, database=DB,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@seed(20261130)
+@given(st.lists(events(), min_size=1, max_size=25), st.booleans())
+def test_property_same_frames_with_and_without_scanner(evs, ascii_only):
+    if native._scan is None:
+        pytest.skip("the native scanner is not built")
+    text = ('{"traceEvents": [\n' + ",\n".join(to_json(e, ascii_only) for e in evs) + "\n]}").encode()
+    mp = pytest.MonkeyPatch()
+    try:
+        py, nat = load_both(text, mp, chunk_bytes=512)
+    finally:
+        mp.undo()
+    assert_same_frames(py, nat)
+    assert py.warnings.equals(nat.warnings)
+
+
+@st.composite
+def common_events(draw) -> dict:
+    """Events in the shape the scanner takes: it must take every one of them."""
+    from decimal import Decimal
+
+    times = st.one_of(st.integers(-(10**15), 9 * 10**15),  # (at the very edge of Int64 ns, Python decides)
+                      st.builds(lambda i, f, p: Decimal(f"{i}.{str(f).zfill(p)[:p]}"),
+                                st.integers(-(10**15), 9 * 10**15), st.integers(0, 10**7), st.integers(1, 7)))
+    event: dict = {"ph": draw(st.sampled_from(["X", "X", "i", "s", "f", "C", "M", "B", "E", "Q"]))}
+    for key in ("cat", "name", "s", "bp"):
+        if draw(st.booleans()):
+            event[key] = draw(st.one_of(names, st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "[memory]"])))
+    for key in ("pid", "tid", "id"):
+        if draw(st.booleans()):
+            event[key] = draw(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), names, st.integers(2**63, 2**70)))
+    for key in ("ts", "dur"):
+        if draw(st.integers(0, 3)):
+            event[key] = draw(times)
+    if draw(st.booleans()):
+        args: dict = {}
+        for key, value in (("External id", st.integers(-(2**63) + 1, 2**63 - 1)), ("stream", st.sampled_from(["0x0", 7])),
+                           ("grid", st.tuples(st.integers(0, 2**31), st.integers(0, 9), st.integers(0, 9)).map(list)),
+                           ("est. achieved occupancy %", st.one_of(st.integers(0, 100), st.floats(0, 100))),
+                           ("cuda_sync_kind", names), ("Input Dims", st.lists(st.lists(st.integers(0, 99), max_size=3))),
+                           ("Concrete Inputs", st.lists(names, max_size=2)), ("Bytes", st.integers(-(2**40), 2**40)),
+                           ("anything", st.recursive(scalars, lambda c: st.lists(c, max_size=2), max_leaves=4))):
+            if draw(st.integers(0, 2)) == 0:
+                args[key] = draw(st.one_of(st.none(), value))
+        event["args"] = args
+    return event
+
+
+@settings(max_examples=120, deadline=None, database=DB,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@seed(20261201)
+@given(st.lists(common_events(), min_size=1, max_size=25), st.booleans())
+def test_property_scanner_takes_common_shapes(evs, ascii_only):
+    if native._scan is None:
+        pytest.skip("the native scanner is not built")
+    events_text = ",\n".join(to_json(e, ascii_only) for e in evs)
+    assert native.native_batch(("[" + events_text + "]").encode()) is not None
+    text = ('{"traceEvents": [\n' + events_text + "\n]}").encode()
+    mp = pytest.MonkeyPatch()
+    try:
+        py, nat = load_both(text, mp, chunk_bytes=512)
+    finally:
+        mp.undo()
+    assert_same_frames(py, nat)
+    assert py.warnings.equals(nat.warnings)

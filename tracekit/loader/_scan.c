@@ -1,0 +1,1315 @@
+/* Native scan of a piece of the event array: `[` + whole events + `]` -> a batch's columns.
+ *
+ * The same batch `tracekit.loader.batch.build_batch` makes from msgspec structs, built in
+ * one pass over the text with no Python object per event. It takes the common shape of a
+ * trace only: every item an object; `ph`, `cat`, `name`, `bp`, `s` strings; `pid`, `tid`,
+ * `id` integers, strings or numbers; `ts`, `dur` numbers without an exponent; `args` an
+ * object whose typed keys hold values of their column's type. Anything else (invalid JSON,
+ * a field of another type, a number out of range, nesting deeper than MAX_DEPTH, a key
+ * written with escapes) makes `scan` return None and the piece goes through the Python
+ * path, which is the reference for every edge case. The text must be valid UTF-8 (the
+ * caller checks).
+ *
+ * Phase 1 walks the text with the GIL released and fills C arrays; phase 2 builds the
+ * column buffers (bytes) grouped by the frame each event feeds.
+ *
+ * Times: `ts`/`dur` in microseconds become integer nanoseconds from the digits (at most
+ * three decimals kept, the fourth rounds half away from zero), as
+ * `tracekit.loader.columns.us_text_to_ns` does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INT_NULL INT64_MIN
+#define MAX_US 9223372036854775LL
+#define MAX_DEPTH 200
+#define MAX_ARGS 64
+#define N_SHAPES 5
+
+enum { K_INT = 0, K_FLOAT = 1, K_STR = 2, K_LIST = 3 };
+enum { V_NONE = 0, V_INT = 1, V_STR = 2, V_NUM = 3 }; /* pid/tid/id value kinds */
+enum { F_PH, F_CAT, F_NAME, F_BP, F_S, N_STRF };       /* interned string fields */
+
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t len;
+} Span;
+
+typedef struct {
+    int64_t v;       /* V_INT: the value; else unused */
+    Span sp;         /* V_STR (inside the quotes) / V_NUM: the text */
+    unsigned char k; /* V_* */
+    unsigned char esc;
+} Scalar;
+
+typedef struct {
+    int32_t str[N_STRF];
+    Scalar pid, tid, id;
+    int64_t ts, dur;
+    Span args; /* len < 0: absent */
+    Py_ssize_t a0; /* this event's entries: entries[a0 : a0 + an] */
+    int32_t an;
+} Event;
+
+/* A value of a typed args key (key < nargs) or the raw text of a shape key (key - nargs). */
+typedef struct {
+    int32_t key;
+    unsigned char null; /* written as null: reads as absent */
+    unsigned char esc;  /* a string with escapes */
+    int64_t v[3];       /* int; double bits; string (start, len); (x, y, z); shape (start, len) */
+} Entry;
+
+/* ---- interning of strings (by their raw text) ---------------------------------------- */
+
+typedef struct {
+    Span *items;
+    unsigned char *esc;
+    Py_ssize_t n, cap;
+    int32_t *slots;
+    Py_ssize_t nslots;
+} Intern;
+
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int intern_init(Intern *t) {
+    memset(t, 0, sizeof(*t));
+    t->nslots = 64;
+    t->slots = malloc(sizeof(int32_t) * t->nslots);
+    if (!t->slots) return -1;
+    memset(t->slots, 0xff, sizeof(int32_t) * t->nslots);
+    return 0;
+}
+
+static void intern_free(Intern *t) {
+    free(t->items);
+    free(t->esc);
+    free(t->slots);
+}
+
+static int intern_grow(Intern *t, const char *base) {
+    Py_ssize_t nslots = t->nslots * 2;
+    int32_t *slots = malloc(sizeof(int32_t) * nslots);
+    if (!slots) return -1;
+    memset(slots, 0xff, sizeof(int32_t) * nslots);
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        uint64_t h = hash_bytes(base + t->items[i].start, t->items[i].len);
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(nslots - 1));
+        while (slots[j] >= 0) j = (j + 1) & (nslots - 1);
+        slots[j] = (int32_t)i;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return 0;
+}
+
+/* The id of the string at base[start:start+len] (raw JSON text, escapes included). */
+static int32_t intern(Intern *t, const char *base, Py_ssize_t start, Py_ssize_t len, int esc) {
+    uint64_t h = hash_bytes(base + start, len);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(t->nslots - 1));
+    while (t->slots[j] >= 0) {
+        Span *s = &t->items[t->slots[j]];
+        if (s->len == len && memcmp(base + s->start, base + start, len) == 0) return t->slots[j];
+        j = (j + 1) & (t->nslots - 1);
+    }
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 64;
+        Span *items = realloc(t->items, sizeof(Span) * cap);
+        if (!items) return -1;
+        t->items = items;
+        unsigned char *e = realloc(t->esc, cap);
+        if (!e) return -1;
+        t->esc = e;
+        t->cap = cap;
+    }
+    int32_t id = (int32_t)t->n++;
+    t->items[id].start = start;
+    t->items[id].len = len;
+    t->esc[id] = (unsigned char)esc;
+    t->slots[j] = id;
+    if (t->n * 2 > t->nslots && intern_grow(t, base) < 0) return -1;
+    return id;
+}
+
+/* ---- the parse (phase 1, no GIL) ------------------------------------------------------- */
+
+typedef struct {
+    const char *base;
+    const char *p;
+    const char *end;
+    /* the args keys that become columns */
+    int nargs;
+    const char *arg_key[MAX_ARGS];
+    Py_ssize_t arg_len[MAX_ARGS];
+    int arg_kind[MAX_ARGS];
+    const char *shape_key[N_SHAPES];
+    Py_ssize_t shape_len[N_SHAPES];
+    /* per event */
+    Event *ev;
+    Py_ssize_t n, cap;
+    Entry *ent;
+    Py_ssize_t nent, capent;
+    Intern strs[N_STRF];
+    int nomem;
+} Scan;
+
+static inline void ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
+ * escapes; -1 when it is not a valid JSON string. */
+static int read_string(Scan *s, Span *out, int *esc) {
+    const char *p = s->p + 1;
+    *esc = 0;
+    while (p < s->end) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') {
+            out->start = (s->p + 1) - s->base;
+            out->len = p - (s->p + 1);
+            s->p = p + 1;
+            return 0;
+        }
+        if (c == '\\') {
+            *esc = 1;
+            if (p + 1 >= s->end) return -1;
+            char e = p[1];
+            if (e == 'u') {
+                if (p + 5 >= s->end) return -1;
+                for (int i = 2; i < 6; i++)
+                    if (hexval(p[i]) < 0) return -1;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                p += 2;
+            } else {
+                return -1;
+            }
+            continue;
+        }
+        if (c < 0x20) return -1;
+        p++;
+    }
+    return -1;
+}
+
+typedef struct {
+    Span sp;
+    int is_int;   /* no fraction, no exponent */
+    int has_exp;
+    int overflow; /* an integer beyond int64 */
+    int64_t v;    /* the integer, when is_int and not overflow */
+} Number;
+
+static int read_number(Scan *s, Number *num) {
+    const char *p = s->p, *start = s->p;
+    int neg = 0;
+    memset(num, 0, sizeof(*num));
+    if (p < s->end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= s->end || *p < '0' || *p > '9') return -1;
+    uint64_t mag = 0;
+    int overflow = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < s->end && *p >= '0' && *p <= '9') {
+            unsigned d = (unsigned)(*p - '0');
+            if (mag > (UINT64_MAX - d) / 10) overflow = 1;
+            else mag = mag * 10 + d;
+            p++;
+        }
+    }
+    int is_int = 1;
+    if (p < s->end && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= s->end || *p < '0' || *p > '9') return -1;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        is_int = 0;
+        num->has_exp = 1;
+        p++;
+        if (p < s->end && (*p == '+' || *p == '-')) p++;
+        if (p >= s->end || *p < '0' || *p > '9') return -1;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+    }
+    num->sp.start = start - s->base;
+    num->sp.len = p - start;
+    num->is_int = is_int;
+    if (is_int) {
+        if (overflow || (!neg && mag > (uint64_t)INT64_MAX) || (neg && mag > (uint64_t)INT64_MAX + 1)) {
+            num->overflow = 1;
+        } else {
+            num->v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        }
+    }
+    s->p = p;
+    return 0;
+}
+
+/* Microseconds as written -> nanoseconds (INT_NULL when out of range); -1: leave it to Python. */
+static int number_ns(const Scan *s, const Number *num, int64_t *out) {
+    if (num->has_exp) return -1;
+    const char *p = s->base + num->sp.start, *e = p + num->sp.len;
+    int64_t sign = 1;
+    if (*p == '-') {
+        sign = -1;
+        p++;
+    }
+    uint64_t ip = 0;
+    int big = 0;
+    while (p < e && *p != '.') {
+        if (ip > 1000000000000000000ULL) big = 1;
+        else ip = ip * 10 + (unsigned)(*p - '0');
+        p++;
+    }
+    if (big || ip >= (uint64_t)MAX_US) {
+        if (p < e && ip >= (uint64_t)MAX_US - 2 && ip <= (uint64_t)MAX_US + 2) return -1; /* float rounding at the edge */
+        *out = INT_NULL;
+        return 0;
+    }
+    int64_t frac = 0, bump = 0;
+    if (p < e) { /* the fraction */
+        p++;
+        int digits = 0;
+        while (p < e && digits < 3) {
+            frac = frac * 10 + (*p - '0');
+            p++;
+            digits++;
+        }
+        while (digits < 3) {
+            frac *= 10;
+            digits++;
+        }
+        if (p < e && *p >= '5') bump = sign;
+        if (ip >= (uint64_t)MAX_US - 2) return -1;
+    }
+    *out = sign * ((int64_t)ip * 1000 + frac) + bump;
+    return 0;
+}
+
+static int skip_value(Scan *s, int depth);
+
+static int skip_container(Scan *s, int depth) {
+    char open = *s->p, close = open == '{' ? '}' : ']';
+    if (depth > MAX_DEPTH) return -1;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        if (open == '{') {
+            Span k;
+            int esc;
+            if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0) return -1;
+            ws(s);
+            if (s->p >= s->end || *s->p != ':') return -1;
+            s->p++;
+            ws(s);
+        }
+        if (skip_value(s, depth + 1) < 0) return -1;
+        ws(s);
+        if (s->p >= s->end) return -1;
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == close) {
+            s->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int literal(Scan *s, const char *word, Py_ssize_t n) {
+    if (s->end - s->p < n || memcmp(s->p, word, n) != 0) return -1;
+    s->p += n;
+    return 0;
+}
+
+static int skip_value(Scan *s, int depth) {
+    if (s->p >= s->end) return -1;
+    char c = *s->p;
+    if (c == '{' || c == '[') return skip_container(s, depth);
+    if (c == '"') {
+        Span sp;
+        int esc;
+        return read_string(s, &sp, &esc);
+    }
+    if (c == 't') return literal(s, "true", 4);
+    if (c == 'f') return literal(s, "false", 5);
+    if (c == 'n') return literal(s, "null", 4);
+    Number num;
+    return read_number(s, &num);
+}
+
+static inline int key_is(const Span *k, const char *base, const char *word, Py_ssize_t n) {
+    return k->len == n && memcmp(base + k->start, word, n) == 0;
+}
+
+/* pid / tid / id: an integer, a string or another number; null reads as absent. */
+static int read_scalar(Scan *s, Scalar *out) {
+    memset(out, 0, sizeof(*out));
+    if (s->p >= s->end) return -1;
+    char c = *s->p;
+    if (c == '"') {
+        int esc;
+        if (read_string(s, &out->sp, &esc) < 0) return -1;
+        out->k = V_STR;
+        out->esc = (unsigned char)esc;
+        return 0;
+    }
+    if (c == 'n') return literal(s, "null", 4);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Number num;
+        if (read_number(s, &num) < 0) return -1;
+        if (num.is_int && !num.overflow) {
+            out->k = V_INT;
+            out->v = num.v;
+        } else {
+            out->k = V_NUM;
+            out->sp = num.sp;
+        }
+        return 0;
+    }
+    return -1; /* true/false, objects, arrays: the Python path counts them */
+}
+
+static int read_time(Scan *s, int64_t *out) {
+    if (s->p >= s->end) return -1;
+    if (*s->p == 'n') {
+        *out = INT_NULL;
+        return literal(s, "null", 4);
+    }
+    Number num;
+    if (read_number(s, &num) < 0) return -1;
+    return number_ns(s, &num, out);
+}
+
+static Entry *new_entry(Scan *s, int32_t key) {
+    if (s->nent == s->capent) {
+        Py_ssize_t cap = s->capent ? s->capent * 2 : 4096;
+        Entry *ent = realloc(s->ent, sizeof(Entry) * cap);
+        if (!ent) {
+            s->nomem = 1;
+            return NULL;
+        }
+        s->ent = ent;
+        s->capent = cap;
+    }
+    Entry *e = &s->ent[s->nent++];
+    memset(e, 0, sizeof(*e));
+    e->key = key;
+    return e;
+}
+
+static int hex_text(const char *p, Py_ssize_t n) {
+    if (n < 3 || p[0] != '0' || (p[1] != 'x' && p[1] != 'X')) return 0;
+    for (Py_ssize_t i = 2; i < n; i++)
+        if (hexval(p[i]) < 0) return 0;
+    return 1;
+}
+
+static int read_args(Scan *s) {
+    const char *base = s->base;
+    s->p++; /* { */
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        Span k;
+        int esc;
+        if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0 || esc) return -1;
+        ws(s);
+        if (s->p >= s->end || *s->p != ':') return -1;
+        s->p++;
+        ws(s);
+        if (s->p >= s->end) return -1;
+        int hit = -1;
+        for (int i = 0; i < s->nargs; i++) {
+            if (key_is(&k, base, s->arg_key[i], s->arg_len[i])) {
+                hit = i;
+                break;
+            }
+        }
+        int shape = -1;
+        if (hit < 0 && k.len > 5) {
+            for (int i = 0; i < N_SHAPES; i++) {
+                if (key_is(&k, base, s->shape_key[i], s->shape_len[i])) {
+                    shape = i;
+                    break;
+                }
+            }
+        }
+        if (hit >= 0) {
+            Entry *en = new_entry(s, hit);
+            if (!en) return -1;
+            int64_t *val = en->v;
+            char c = *s->p;
+            if (c == 'n') {
+                if (literal(s, "null", 4) < 0) return -1;
+                en->null = 1;
+            } else if (s->arg_kind[hit] == K_INT && c == '"') {
+                /* ROCm writes some integers as hex text ("0x0"), which no integer parse
+                 * takes: null, as in the Python path; any other text is left to it */
+                Span sp;
+                int e2;
+                if (read_string(s, &sp, &e2) < 0 || e2 || !hex_text(base + sp.start, sp.len)) return -1;
+                en->null = 1;
+            } else if (s->arg_kind[hit] == K_INT) {
+                Number num;
+                if (c != '-' && (c < '0' || c > '9')) return -1;
+                if (read_number(s, &num) < 0 || !num.is_int || num.overflow || num.v == INT_NULL) return -1;
+                val[0] = num.v;
+            } else if (s->arg_kind[hit] == K_FLOAT) {
+                Number num;
+                char tmp[64];
+                if (c != '-' && (c < '0' || c > '9')) return -1;
+                if (read_number(s, &num) < 0 || num.sp.len >= (Py_ssize_t)sizeof(tmp)) return -1;
+                memcpy(tmp, base + num.sp.start, num.sp.len);
+                tmp[num.sp.len] = 0;
+                double d = strtod(tmp, NULL);
+                if (!isfinite(d)) return -1;
+                memcpy(&val[0], &d, sizeof(d));
+            } else if (s->arg_kind[hit] == K_STR) {
+                Span sp;
+                int e2;
+                if (c != '"' || read_string(s, &sp, &e2) < 0) return -1;
+                val[0] = sp.start;
+                val[1] = sp.len;
+                en->esc = (unsigned char)e2;
+            } else { /* K_LIST: exactly three integers */
+                if (c != '[') return -1;
+                s->p++;
+                for (int i = 0; i < 3; i++) {
+                    Number num;
+                    ws(s);
+                    if (s->p >= s->end || (*s->p != '-' && (*s->p < '0' || *s->p > '9'))) return -1;
+                    if (read_number(s, &num) < 0 || !num.is_int || num.overflow || num.v == INT_NULL) return -1;
+                    val[i] = num.v;
+                    ws(s);
+                    if (s->p >= s->end || *s->p != (i < 2 ? ',' : ']')) return -1;
+                    s->p++;
+                }
+            }
+        } else if (shape >= 0) {
+            const char *v0 = s->p;
+            if (skip_value(s, 4) < 0) return -1;
+            Entry *en = new_entry(s, s->nargs + shape);
+            if (!en) return -1;
+            en->v[0] = v0 - base;
+            en->v[1] = s->p - v0;
+        } else if (skip_value(s, 4) < 0) {
+            return -1;
+        }
+        ws(s);
+        if (s->p >= s->end) return -1;
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int grow(Scan *s) {
+    Py_ssize_t cap = s->cap ? s->cap * 2 : 1024;
+    Event *ev = realloc(s->ev, sizeof(Event) * cap);
+    if (!ev) return -1;
+    s->ev = ev;
+    s->cap = cap;
+    return 0;
+}
+
+/* The last entry of `row` for `key` (a later duplicate wins), or NULL. */
+static const Entry *entry_of(const Scan *s, Py_ssize_t row, int32_t key) {
+    const Event *e = &s->ev[row];
+    for (int32_t i = e->an - 1; i >= 0; i--)
+        if (s->ent[e->a0 + i].key == key) return &s->ent[e->a0 + i];
+    return NULL;
+}
+
+static int read_event(Scan *s) {
+    if (s->n == s->cap && grow(s) < 0) {
+        s->nomem = 1;
+        return -1;
+    }
+    Py_ssize_t row = s->n;
+    Event *e = &s->ev[row];
+    memset(e, 0, sizeof(*e));
+    for (int i = 0; i < N_STRF; i++) e->str[i] = -1;
+    e->ts = e->dur = INT_NULL;
+    e->args.len = -1;
+    e->a0 = s->nent;
+    const char *base = s->base;
+    if (s->p >= s->end || *s->p != '{') return -1;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        s->n++;
+        return 0;
+    }
+    int had_args = 0;
+    for (;;) {
+        Span k;
+        int esc;
+        if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0 || esc) return -1;
+        ws(s);
+        if (s->p >= s->end || *s->p != ':') return -1;
+        s->p++;
+        ws(s);
+        if (s->p >= s->end) return -1;
+        int field = -1;
+        if (key_is(&k, base, "ph", 2)) field = F_PH;
+        else if (key_is(&k, base, "cat", 3)) field = F_CAT;
+        else if (key_is(&k, base, "name", 4)) field = F_NAME;
+        else if (key_is(&k, base, "bp", 2)) field = F_BP;
+        else if (key_is(&k, base, "s", 1)) field = F_S;
+        if (field >= 0) {
+            Span sp;
+            int e2;
+            if (*s->p != '"' || read_string(s, &sp, &e2) < 0) return -1;
+            int32_t id = intern(&s->strs[field], base, sp.start, sp.len, e2);
+            if (id < 0) {
+                s->nomem = 1;
+                return -1;
+            }
+            e->str[field] = id;
+        } else if (key_is(&k, base, "pid", 3)) {
+            if (read_scalar(s, &e->pid) < 0) return -1;
+        } else if (key_is(&k, base, "tid", 3)) {
+            if (read_scalar(s, &e->tid) < 0) return -1;
+        } else if (key_is(&k, base, "id", 2)) {
+            if (read_scalar(s, &e->id) < 0) return -1;
+        } else if (key_is(&k, base, "ts", 2)) {
+            if (read_time(s, &e->ts) < 0) return -1;
+        } else if (key_is(&k, base, "dur", 3)) {
+            if (read_time(s, &e->dur) < 0) return -1;
+        } else if (key_is(&k, base, "args", 4)) {
+            if (*s->p != '{' || had_args) return -1;
+            had_args = 1;
+            const char *a0 = s->p;
+            if (read_args(s) < 0) return -1;
+            e = &s->ev[row];
+            e->args.start = a0 - base;
+            e->args.len = s->p - a0;
+            e->an = (int32_t)(s->nent - e->a0);
+        } else if (skip_value(s, 3) < 0) {
+            return -1;
+        }
+        ws(s);
+        if (s->p >= s->end) return -1;
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            s->n++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+/* The whole piece: `[` events `]`; 0 ok, -1 not the common shape (or out of memory). */
+static int read_piece(Scan *s) {
+    ws(s);
+    if (s->p >= s->end || *s->p != '[') return -1;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+    } else {
+        for (;;) {
+            if (read_event(s) < 0) return -1;
+            ws(s);
+            if (s->p >= s->end) return -1;
+            if (*s->p == ',') {
+                s->p++;
+                ws(s);
+                continue;
+            }
+            if (*s->p == ']') {
+                s->p++;
+                break;
+            }
+            return -1;
+        }
+    }
+    ws(s);
+    return s->p == s->end ? 0 : -1;
+}
+
+/* ---- phase 2: Python objects ------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) return -1;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static int put_utf8(Buf *b, uint32_t cp) {
+    char t[4];
+    Py_ssize_t n;
+    if (cp < 0x80) {
+        t[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        t[0] = (char)(0xC0 | (cp >> 6));
+        t[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | (cp >> 12));
+        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        t[0] = (char)(0xF0 | (cp >> 18));
+        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    return buf_put(b, t, n);
+}
+
+/* JSON string contents (already checked by read_string) -> UTF-8; -1 on a lone surrogate. */
+static int unescape(Buf *b, const char *p, Py_ssize_t n) {
+    const char *e = p + n;
+    while (p < e) {
+        const char *q = p;
+        while (q < e && *q != '\\') q++;
+        if (buf_put(b, p, q - p) < 0) return -1;
+        if (q >= e) break;
+        char c = q[1];
+        p = q + 2;
+        if (c != 'u') {
+            char out = c == 'b' ? '\b' : c == 'f' ? '\f' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c;
+            if (buf_put(b, &out, 1) < 0) return -1;
+            continue;
+        }
+        uint32_t cp = 0;
+        for (int i = 0; i < 4; i++) cp = cp * 16 + (uint32_t)hexval(p[i]);
+        p += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (e - p < 6 || p[0] != '\\' || p[1] != 'u') return -1;
+            uint32_t lo = 0;
+            for (int i = 2; i < 6; i++) lo = lo * 16 + (uint32_t)hexval(p[i]);
+            if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+            p += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return -1;
+        }
+        if (put_utf8(b, cp) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *span_str(const char *base, Span sp, int esc) {
+    if (!esc) return PyUnicode_DecodeUTF8(base + sp.start, sp.len, "strict");
+    Buf b = {0};
+    if (unescape(&b, base + sp.start, sp.len) < 0) {
+        free(b.data);
+        PyErr_SetString(PyExc_ValueError, "unscannable text"); /* the Python path judges it */
+        return NULL;
+    }
+    PyObject *out = PyUnicode_DecodeUTF8(b.data ? b.data : "", b.len, "strict");
+    free(b.data);
+    return out;
+}
+
+static PyObject *bytes_of(const void *data, Py_ssize_t n) { return PyBytes_FromStringAndSize((const char *)data, n); }
+
+/* (name, kind, (buffers...)) */
+static PyObject *column(const char *name, const char *kind, PyObject *bufs) {
+    if (!bufs) return NULL;
+    PyObject *out = Py_BuildValue("(ssN)", name, kind, bufs);
+    return out;
+}
+
+static PyObject *int_column(const char *name, const int64_t *v, Py_ssize_t n) {
+    return column(name, "i64", Py_BuildValue("(N)", bytes_of(v, n * 8)));
+}
+
+/* A text column from a Buf of data and int64 offsets. */
+static PyObject *text_column(const char *name, Buf *data, int64_t *offsets, Py_ssize_t n) {
+    PyObject *off = bytes_of(offsets, (n + 1) * 8);
+    PyObject *dat = bytes_of(data->data ? data->data : "", data->len);
+    if (!off || !dat) {
+        Py_XDECREF(off);
+        Py_XDECREF(dat);
+        return NULL;
+    }
+    return column(name, "utf8", Py_BuildValue("(NN)", off, dat));
+}
+
+typedef struct {
+    PyObject *key;   /* the group's name (a str, borrowed from the config) */
+    Py_ssize_t n;
+    Py_ssize_t *rows;
+    Py_ssize_t first;
+} Group;
+
+static char STR_NULL_TEXT[] = "\x1e";
+
+/* pid / tid / id: Int64 `<f>_i` when every value is an integer, else text. */
+static PyObject *scalar_column(Scan *s, const char *f, size_t off, Group *g) {
+    char name[16];
+    int all_int = 1;
+    for (Py_ssize_t i = 0; i < g->n; i++) {
+        const Scalar *v = (const Scalar *)((const char *)&s->ev[g->rows[i]] + off);
+        if (v->k != V_INT) {
+            all_int = 0;
+            break;
+        }
+    }
+    if (all_int) {
+        int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
+        if (!vals) return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = ((const Scalar *)((const char *)&s->ev[g->rows[i]] + off))->v;
+        snprintf(name, sizeof(name), "%s_i", f);
+        PyObject *out = int_column(name, vals, g->n);
+        free(vals);
+        return out;
+    }
+    Buf b = {0};
+    int64_t *offs = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!offs) return PyErr_NoMemory();
+    offs[0] = 0;
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
+        const Scalar *v = (const Scalar *)((const char *)&s->ev[g->rows[i]] + off);
+        char tmp[32];
+        if (v->k == V_INT) {
+            int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v->v);
+            bad = buf_put(&b, tmp, n) < 0;
+        } else if (v->k == V_STR) {
+            bad = v->esc ? unescape(&b, s->base + v->sp.start, v->sp.len) < 0
+                         : buf_put(&b, s->base + v->sp.start, v->sp.len) < 0;
+        } else if (v->k == V_NUM) {
+            bad = buf_put(&b, s->base + v->sp.start, v->sp.len) < 0;
+        } else {
+            bad = buf_put(&b, STR_NULL_TEXT, 1) < 0;
+        }
+        offs[i + 1] = b.len;
+    }
+    PyObject *out = NULL;
+    if (!bad) out = text_column(f, &b, offs, g->n);
+    else PyErr_SetString(PyExc_ValueError, "unscannable text");
+    free(b.data);
+    free(offs);
+    return out;
+}
+
+/* Distinct texts in first-appearance order: `index` maps text -> code, `values` lists them. */
+typedef struct {
+    PyObject *values, *index;
+} Dict;
+
+/* The code of interned string `id` of `t` (-1: absent, read as ""), added when new. */
+static int64_t dict_code(Dict *d, Intern *t, const char *base, int32_t id) {
+    PyObject *text = (id < 0) ? PyUnicode_FromStringAndSize("", 0) : span_str(base, t->items[id], t->esc[id]);
+    if (!text) return -1;
+    PyObject *have = PyDict_GetItemWithError(d->index, text);
+    int64_t code;
+    if (have) {
+        code = PyLong_AsLongLong(have);
+    } else if (PyErr_Occurred()) {
+        code = -1;
+    } else {
+        code = PyList_GET_SIZE(d->values);
+        PyObject *c = PyLong_FromLongLong(code);
+        if (!c || PyDict_SetItem(d->index, text, c) < 0 || PyList_Append(d->values, text) < 0) code = -1;
+        Py_XDECREF(c);
+    }
+    Py_DECREF(text);
+    return code;
+}
+
+/* Codes of `field` for the given rows, into a dictionary in first-appearance order. `memo`
+ * (t->n + 1 slots, -1 filled) caches each interned id's code. */
+static int codes_of(Scan *s, int field, const Py_ssize_t *rows, Py_ssize_t n, Dict *d, int64_t *memo, int64_t *out) {
+    Intern *t = &s->strs[field];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = rows ? rows[i] : i;
+        int32_t id = s->ev[r].str[field];
+        int64_t *m = &memo[id + 1];
+        if (*m < 0) {
+            *m = dict_code(d, t, s->base, id);
+            if (*m < 0) return -1;
+        }
+        if (out) out[i] = *m;
+    }
+    return 0;
+}
+
+static int dict_init(Dict *d) {
+    d->values = PyList_New(0);
+    d->index = PyDict_New();
+    return d->values && d->index ? 0 : -1;
+}
+
+static void dict_clear(Dict *d) {
+    Py_XDECREF(d->values);
+    Py_XDECREF(d->index);
+}
+
+/* name / bp / s: codes into the group's own dictionary (first appearance order). */
+static PyObject *code_column(Scan *s, int field, const char *f, Group *g, PyObject *group_dicts) {
+    Intern *t = &s->strs[field];
+    int64_t *memo = malloc(sizeof(int64_t) * (t->n + 1));
+    int64_t *codes = malloc(sizeof(int64_t) * (g->n + 1));
+    Dict d = {0};
+    PyObject *out = NULL;
+    if (!memo || !codes || dict_init(&d) < 0) goto done;
+    memset(memo, 0xff, sizeof(int64_t) * (t->n + 1));
+    if (codes_of(s, field, g->rows, g->n, &d, memo, codes) < 0) goto done;
+    char name[16];
+    snprintf(name, sizeof(name), "%s_c", f);
+    out = int_column(name, codes, g->n);
+    if (out && PyDict_SetItemString(group_dicts, f, d.values) < 0) Py_CLEAR(out);
+done:
+    if (!out && !PyErr_Occurred()) PyErr_NoMemory();
+    free(memo);
+    free(codes);
+    dict_clear(&d);
+    return out;
+}
+
+static PyObject *time_column(Scan *s, const char *name, int dur, Group *g) {
+    int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!vals) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = dur ? s->ev[g->rows[i]].dur : s->ev[g->rows[i]].ts;
+    PyObject *out = int_column(name, vals, g->n);
+    free(vals);
+    return out;
+}
+
+static const char NO_ARGS[] = "{\"\\u001e\":0}";
+
+/* `args` as written (NO_ARGS when absent), or a shape key's value as written ("" when absent). */
+static PyObject *raw_column(Scan *s, const char *name, Group *g, int shape) {
+    Buf b = {0};
+    int64_t *offs = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!offs) return PyErr_NoMemory();
+    offs[0] = 0;
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
+        Py_ssize_t r = g->rows[i];
+        if (shape >= 0) {
+            const Entry *en = entry_of(s, r, s->nargs + shape);
+            if (en) bad = buf_put(&b, s->base + en->v[0], en->v[1]) < 0;
+        } else if (s->ev[r].args.len >= 0) {
+            bad = buf_put(&b, s->base + s->ev[r].args.start, s->ev[r].args.len) < 0;
+        } else {
+            bad = buf_put(&b, NO_ARGS, sizeof(NO_ARGS) - 1) < 0;
+        }
+        offs[i + 1] = b.len;
+    }
+    PyObject *out = bad ? PyErr_NoMemory() : text_column(name, &b, offs, g->n);
+    free(b.data);
+    free(offs);
+    return out;
+}
+
+static int append_column(PyObject *cols, PyObject *col) {
+    if (!col) return -1;
+    int rc = PyList_Append(cols, col);
+    Py_DECREF(col);
+    return rc;
+}
+
+/* One args key's column(s) for a group: nulls are the markers the Python path writes. */
+static int arg_columns(Scan *s, int a, PyObject *colname, Group *g, PyObject *cols) {
+    const char *name = PyUnicode_AsUTF8(colname);
+    if (!name) return -1;
+    int kind = s->arg_kind[a];
+    if (kind == K_STR) {
+        Buf b = {0};
+        int64_t *offs = malloc(sizeof(int64_t) * (g->n + 1));
+        if (!offs) return -1;
+        offs[0] = 0;
+        int bad = 0;
+        for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
+            const Entry *en = entry_of(s, g->rows[i], a);
+            if (en && !en->null) {
+                const char *p = s->base + en->v[0];
+                bad = en->esc ? unescape(&b, p, en->v[1]) < 0 : buf_put(&b, p, en->v[1]) < 0;
+            } else {
+                bad = buf_put(&b, STR_NULL_TEXT, 1) < 0;
+            }
+            offs[i + 1] = b.len;
+        }
+        PyObject *col = NULL;
+        if (!bad) col = text_column(name, &b, offs, g->n);
+        else PyErr_SetString(PyExc_ValueError, "unscannable text");
+        free(b.data);
+        free(offs);
+        return append_column(cols, col);
+    }
+    int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!vals) return -1;
+    int parts = kind == K_LIST ? 3 : 1;
+    for (int axis = 0; axis < parts; axis++) {
+        for (Py_ssize_t i = 0; i < g->n; i++) {
+            const Entry *en = entry_of(s, g->rows[i], a);
+            if (en && !en->null) {
+                vals[i] = en->v[axis];
+            } else if (kind == K_FLOAT) {
+                double nan = NAN;
+                memcpy(&vals[i], &nan, sizeof(nan));
+            } else {
+                vals[i] = INT_NULL;
+            }
+        }
+        char full[64];
+        if (kind == K_LIST) snprintf(full, sizeof(full), "%s_%c", name, "xyz"[axis]);
+        else snprintf(full, sizeof(full), "%s", name);
+        PyObject *col = column(full, kind == K_FLOAT ? "f64" : "i64", Py_BuildValue("(N)", bytes_of(vals, g->n * 8)));
+        if (append_column(cols, col) < 0) {
+            free(vals);
+            return -1;
+        }
+    }
+    free(vals);
+    return 0;
+}
+
+static const char *SHAPE_COLS[N_SHAPES] = {"input_dims", "input_dims_old", "input_types", "input_strides",
+                                           "concrete_inputs"};
+
+/* Does any row of the group have an entry with this key (written as null counts)? */
+static int group_has(const Scan *s, const Group *g, int32_t key) {
+    for (Py_ssize_t i = 0; i < g->n; i++) {
+        const Event *e = &s->ev[g->rows[i]];
+        for (int32_t j = 0; j < e->an; j++)
+            if (s->ent[e->a0 + j].key == key) return 1;
+    }
+    return 0;
+}
+
+/* spec: (fields: tuple[str], with_ph: bool, with_args: bool, family: tuple[(arg index, column)], shapes: bool) */
+static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t *cat_codes,
+                               const int64_t *ph_codes, PyObject *group_dicts) {
+    PyObject *fields, *family;
+    int with_ph, with_args, shapes;
+    if (!PyArg_ParseTuple(spec, "O!ppO!p", &PyTuple_Type, &fields, &with_ph, &with_args, &PyTuple_Type, &family,
+                          &shapes))
+        return NULL;
+    PyObject *cols = PyList_New(0);
+    int64_t *tmp = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!cols || !tmp) goto fail;
+    for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = g->rows[i];
+    if (append_column(cols, int_column("eid", tmp, g->n)) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = cat_codes[g->rows[i]];
+    if (append_column(cols, int_column("cat_c", tmp, g->n)) < 0) goto fail;
+    if (with_ph) {
+        for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = ph_codes[g->rows[i]];
+        if (append_column(cols, int_column("ph_c", tmp, g->n)) < 0) goto fail;
+    }
+    for (Py_ssize_t fi = 0; fi < PyTuple_GET_SIZE(fields); fi++) {
+        const char *f = PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields, fi));
+        PyObject *c;
+        if (!f) goto fail;
+        if (!strcmp(f, "name")) c = code_column(s, F_NAME, f, g, group_dicts);
+        else if (!strcmp(f, "bp")) c = code_column(s, F_BP, f, g, group_dicts);
+        else if (!strcmp(f, "s")) c = code_column(s, F_S, f, g, group_dicts);
+        else if (!strcmp(f, "pid")) c = scalar_column(s, f, offsetof(Event, pid), g);
+        else if (!strcmp(f, "tid")) c = scalar_column(s, f, offsetof(Event, tid), g);
+        else if (!strcmp(f, "id")) c = scalar_column(s, f, offsetof(Event, id), g);
+        else if (!strcmp(f, "ts")) c = time_column(s, "ts_n", 0, g);
+        else if (!strcmp(f, "dur")) c = time_column(s, "dur_n", 1, g);
+        else {
+            PyErr_Format(PyExc_KeyError, "unknown field %s", f);
+            goto fail;
+        }
+        if (append_column(cols, c) < 0) goto fail;
+    }
+    if (with_args) {
+        if (append_column(cols, raw_column(s, "args", g, -1)) < 0) goto fail;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(family); k++) {
+            PyObject *item = PyTuple_GET_ITEM(family, k);
+            int a = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+            if (a < 0 || a >= s->nargs) {
+                PyErr_SetString(PyExc_KeyError, "args key index out of range");
+                goto fail;
+            }
+            if (!group_has(s, g, a)) continue; /* never here: the projection fills nulls */
+            if (arg_columns(s, a, PyTuple_GET_ITEM(item, 1), g, cols) < 0) goto fail;
+        }
+        if (shapes) {
+            int any = 0;
+            for (int k = 0; k < N_SHAPES && !any; k++) any = group_has(s, g, s->nargs + k);
+            for (int k = 0; any && k < N_SHAPES; k++)
+                if (append_column(cols, raw_column(s, SHAPE_COLS[k], g, k)) < 0) goto fail;
+        }
+    }
+    free(tmp);
+    return cols;
+fail:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    free(tmp);
+    Py_XDECREF(cols);
+    return NULL;
+}
+
+static void scan_free(Scan *s) {
+    free(s->ev);
+    free(s->ent);
+    for (int i = 0; i < N_STRF; i++) intern_free(&s->strs[i]);
+}
+
+/* The group (an index into keys, added when new) of a group name. */
+static int group_index(PyObject *keys, PyObject *key) {
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int eq = PyObject_RichCompareBool(PyList_GET_ITEM(keys, i), key, Py_EQ);
+        if (eq < 0) return -1;
+        if (eq) return (int)i;
+    }
+    if (PyList_Append(keys, key) < 0) return -1;
+    return (int)n;
+}
+
+/* scan(piece, arg_keys, ph_groups, x_kinds, specs) -> (n, ph_list, cat_list, [(key, n, cols, dicts)]) | None
+ *
+ * arg_keys: tuple of (json key: bytes, kind: int) in column-index order.
+ * ph_groups: dict ph -> group name ("x": complete events, grouped further by category; a
+ *   phase not in it: "other"). x_kinds: dict category -> group name (default "ops").
+ * specs: dict group name -> (fields, with_ph, with_args, family, shapes).
+ * None: the piece is not in the common shape (the Python path reads it).
+ */
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer piece;
+    PyObject *arg_keys, *ph_groups, *x_kinds, *specs;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!O!", &piece, &PyTuple_Type, &arg_keys, &PyDict_Type, &ph_groups,
+                          &PyDict_Type, &x_kinds, &PyDict_Type, &specs))
+        return NULL;
+    Scan s;
+    memset(&s, 0, sizeof(s));
+    PyObject *result = NULL, *keys = NULL, *out_groups = NULL, *x = NULL, *other = NULL, *ops = NULL;
+    Dict phd = {0}, catd = {0};
+    int64_t *ph_codes = NULL, *cat_codes = NULL, *ph_memo = NULL, *cat_memo = NULL;
+    int *ph_gid = NULL, *cat_gid = NULL, *gid = NULL;
+    Group *groups = NULL;
+    Py_ssize_t ngroups = 0;
+
+    s.nargs = (int)PyTuple_GET_SIZE(arg_keys);
+    if (s.nargs > MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "too many args keys");
+        goto done;
+    }
+    for (int i = 0; i < s.nargs; i++) {
+        char *key;
+        Py_ssize_t len;
+        int kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(arg_keys, i), "y#i", &key, &len, &kind)) goto done;
+        s.arg_key[i] = key;
+        s.arg_len[i] = len;
+        s.arg_kind[i] = kind;
+    }
+    static const char *shape_keys[N_SHAPES] = {"Input Dims", "Input dims", "Input type", "Input Strides",
+                                               "Concrete Inputs"};
+    for (int i = 0; i < N_SHAPES; i++) {
+        s.shape_key[i] = shape_keys[i];
+        s.shape_len[i] = (Py_ssize_t)strlen(shape_keys[i]);
+    }
+    int init_ok = 1;
+    for (int i = 0; i < N_STRF; i++) init_ok = init_ok && intern_init(&s.strs[i]) == 0;
+    if (!init_ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    s.base = piece.buf;
+    s.p = s.base;
+    s.end = s.base + piece.len;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = read_piece(&s);
+    Py_END_ALLOW_THREADS;
+    if (rc < 0) {
+        if (s.nomem) PyErr_NoMemory();
+        else result = Py_NewRef(Py_None);
+        goto done;
+    }
+
+    /* ph and cat dictionaries over the whole piece (first appearance order) */
+    Py_ssize_t nph_ids = s.strs[F_PH].n + 1, ncat_ids = s.strs[F_CAT].n + 1;
+    ph_codes = malloc(sizeof(int64_t) * (s.n + 1));
+    cat_codes = malloc(sizeof(int64_t) * (s.n + 1));
+    ph_memo = malloc(sizeof(int64_t) * nph_ids);
+    cat_memo = malloc(sizeof(int64_t) * ncat_ids);
+    gid = malloc(sizeof(int) * (s.n + 1));
+    if (!ph_codes || !cat_codes || !ph_memo || !cat_memo || !gid || dict_init(&phd) < 0 || dict_init(&catd) < 0)
+        goto nomem;
+    memset(ph_memo, 0xff, sizeof(int64_t) * nph_ids);
+    memset(cat_memo, 0xff, sizeof(int64_t) * ncat_ids);
+    if (codes_of(&s, F_PH, NULL, s.n, &phd, ph_memo, ph_codes) < 0) goto done;
+    if (codes_of(&s, F_CAT, NULL, s.n, &catd, cat_memo, cat_codes) < 0) goto done;
+
+    /* each event's group: other phases first (first appearance order), then complete events by kind */
+    Py_ssize_t nph = PyList_GET_SIZE(phd.values), ncat = PyList_GET_SIZE(catd.values);
+    ph_gid = malloc(sizeof(int) * (nph + 1));
+    cat_gid = malloc(sizeof(int) * (ncat + 1));
+    keys = PyList_New(0);
+    x = PyUnicode_FromString("x");
+    other = PyUnicode_FromString("other");
+    ops = PyUnicode_FromString("ops");
+    if (!ph_gid || !cat_gid || !keys || !x || !other || !ops) goto nomem;
+    for (Py_ssize_t i = 0; i < nph; i++) ph_gid[i] = -2; /* -2: not yet looked up; -1: complete */
+    for (Py_ssize_t i = 0; i < ncat; i++) cat_gid[i] = -2;
+    for (int pass = 0; pass < 2; pass++) {
+        for (Py_ssize_t r = 0; r < s.n; r++) {
+            int64_t pc = ph_codes[r];
+            if (ph_gid[pc] == -2) {
+                PyObject *k = PyDict_GetItemWithError(ph_groups, PyList_GET_ITEM(phd.values, pc));
+                if (!k && PyErr_Occurred()) goto done;
+                k = k ? k : other;
+                int is_x = PyObject_RichCompareBool(k, x, Py_EQ);
+                if (is_x < 0) goto done;
+                if (is_x) {
+                    ph_gid[pc] = -1;
+                } else if (pass == 0) {
+                    if ((ph_gid[pc] = group_index(keys, k)) < 0) goto done;
+                }
+            }
+            if (pass == 0) {
+                if (ph_gid[pc] >= 0) gid[r] = ph_gid[pc];
+                continue;
+            }
+            if (ph_gid[pc] != -1) continue;
+            int64_t cc = cat_codes[r];
+            if (cat_gid[cc] == -2) {
+                PyObject *k = PyDict_GetItemWithError(x_kinds, PyList_GET_ITEM(catd.values, cc));
+                if (!k && PyErr_Occurred()) goto done;
+                if ((cat_gid[cc] = group_index(keys, k ? k : ops)) < 0) goto done;
+            }
+            gid[r] = cat_gid[cc];
+        }
+    }
+    ngroups = PyList_GET_SIZE(keys);
+    groups = calloc(ngroups + 1, sizeof(Group));
+    if (!groups) goto nomem;
+    for (Py_ssize_t r = 0; r < s.n; r++) groups[gid[r]].n++;
+    for (Py_ssize_t j = 0; j < ngroups; j++) {
+        groups[j].key = PyList_GET_ITEM(keys, j);
+        groups[j].rows = malloc(sizeof(Py_ssize_t) * (groups[j].n + 1));
+        if (!groups[j].rows) goto nomem;
+        groups[j].n = 0;
+    }
+    for (Py_ssize_t r = 0; r < s.n; r++) {
+        Group *g = &groups[gid[r]];
+        g->rows[g->n++] = r;
+    }
+    out_groups = PyList_New(0);
+    if (!out_groups) goto done;
+    for (Py_ssize_t j = 0; j < ngroups; j++) {
+        PyObject *spec = PyDict_GetItemWithError(specs, groups[j].key);
+        if (!spec) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "no spec for group %R", groups[j].key);
+            goto done;
+        }
+        PyObject *gd = PyDict_New();
+        if (!gd) goto done;
+        PyObject *cols = group_columns(&s, &groups[j], spec, cat_codes, ph_codes, gd);
+        if (!cols) {
+            Py_DECREF(gd);
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("(OnNN)", groups[j].key, groups[j].n, cols, gd);
+        if (append_column(out_groups, item) < 0) goto done;
+    }
+    result = Py_BuildValue("(nOOO)", s.n, phd.values, catd.values, out_groups);
+    goto done;
+nomem:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+done:
+    if (!result && PyErr_ExceptionMatches(PyExc_ValueError)) { /* text the Python path must judge */
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+    }
+    for (Py_ssize_t j = 0; groups && j < ngroups; j++) free(groups[j].rows);
+    free(groups);
+    free(gid);
+    free(ph_gid);
+    free(cat_gid);
+    free(ph_codes);
+    free(cat_codes);
+    free(ph_memo);
+    free(cat_memo);
+    dict_clear(&phd);
+    dict_clear(&catd);
+    Py_XDECREF(keys);
+    Py_XDECREF(out_groups);
+    Py_XDECREF(x);
+    Py_XDECREF(other);
+    Py_XDECREF(ops);
+    scan_free(&s);
+    PyBuffer_Release(&piece);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(piece, arg_keys, ph_groups, x_kinds, specs) -> batch parts, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native scan of event-array pieces.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,69 @@
+"""The native scanner (`_scan.c`, built when a C compiler is there): a piece -> a batch.
+
+It makes the batch `tracekit.loader.batch.build_batch` makes, without a Python object per
+event, for pieces in the common shape of a trace; for anything else it returns None and
+the piece takes the Python path (msgspec structs), which stays the reference for every
+edge case. `TRACEKIT_NATIVE=0` in the environment turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tracekit.loader import args as A
+from tracekit.loader import arrow as W
+from tracekit.loader.categories import X_KIND
+
+try:
+    from tracekit.loader import _scan
+except ImportError:  # built without a C compiler
+    _scan = None
+
+_KIND_CODE = {"int": 0, "float": 1, "str": 2, "list": 3}
+_INDEX = {f: i for i, f in enumerate(A.ALL_KEYS)}
+ARG_KEYS = tuple((A.ALL_KEYS[f].encode(), _KIND_CODE[A.KIND[f]]) for f in A.ALL_KEYS)
+
+
+def _specs() -> dict[str, tuple]:
+    from tracekit.loader.batch import FIELDS, TYPED, WITH_ARGS_TEXT, WITH_PH
+
+    return {
+        key: (fields, key in WITH_PH, key in WITH_ARGS_TEXT,
+              tuple((_INDEX[f], f) for f in A.FAMILIES[key]) if key in TYPED else (), key in ("ops", "pairs"))
+        for key, fields in FIELDS.items()
+    }
+
+
+def available() -> bool:
+    """The scanner is built and not turned off."""
+    return _scan is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
+
+
+def native_batch(piece: bytes) -> dict | None:
+    """`piece` (`[` + whole events + `]`) -> a batch, or None: not in the common shape (or
+    no scanner), left to the Python path."""
+    if not available():
+        return None
+    if not piece.isascii():
+        try:
+            bytes(piece).decode("utf-8")
+        except UnicodeDecodeError:  # the Python path replaces and counts the bad bytes
+            return None
+    from tracekit.loader.batch import GROUP_BY_PH
+
+    global _SPECS
+    if _SPECS is None:
+        _SPECS = _specs()
+    out = _scan.scan(piece, ARG_KEYS, GROUP_BY_PH, X_KIND, _SPECS)
+    if out is None:
+        return None
+    n, phs, cats, groups = out
+    dicts: dict = {"ph": phs, "cat": cats}
+    ipc: dict[str, bytes] = {}
+    for key, rows, cols, group_dicts in groups:
+        dicts[key] = group_dicts
+        ipc[key] = W.ipc_stream(cols, rows)
+    return {"n": n, "bad_types": 0, "dropped": 0, "dicts": dicts, "groups": ipc, "counts": {}}
+
+
+_SPECS: dict[str, tuple] | None = None
