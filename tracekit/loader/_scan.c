@@ -75,12 +75,19 @@ typedef struct {
 } Intern;
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
     }
-    return h;
+    uint64_t tail = 0;
+    memcpy(&tail, s, (size_t)n);
+    h = (h ^ tail) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 32);
 }
 
 static int intern_init(Intern *t) {
@@ -178,10 +185,30 @@ static inline int hexval(char c) {
 
 /* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
  * escapes; -1 when it is not a valid JSON string. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* The bytes of `v` that are '"', '\\' or a control character (high bit set in each). */
+static inline uint64_t string_stops(uint64_t v) {
+    uint64_t q = v ^ (ONES * '"'), b = v ^ (ONES * '\\');
+    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((v - ONES * 0x20) & ~v & HIGHS);
+}
+
 static int read_string(Scan *s, Span *out, int *esc) {
     const char *p = s->p + 1;
     *esc = 0;
     while (p < s->end) {
+        while (s->end - p >= 8) { /* eight bytes at a time up to the next stop */
+            uint64_t v;
+            memcpy(&v, p, 8);
+            uint64_t stops = string_stops(v);
+            if (stops) {
+                p += __builtin_ctzll(stops) >> 3;
+                break;
+            }
+            p += 8;
+        }
+        if (p >= s->end) break;
         unsigned char c = (unsigned char)*p;
         if (c == '"') {
             out->start = (s->p + 1) - s->base;
@@ -555,14 +582,6 @@ static int grow(Scan *s) {
     return 0;
 }
 
-/* The last entry of `row` for `key` (a later duplicate wins), or NULL. */
-static const Entry *entry_of(const Scan *s, Py_ssize_t row, int32_t key) {
-    const Event *e = &s->ev[row];
-    for (int32_t i = e->an - 1; i >= 0; i--)
-        if (s->ent[e->a0 + i].key == key) return &s->ent[e->a0 + i];
-    return NULL;
-}
-
 static int read_event(Scan *s) {
     if (s->n == s->cap && grow(s) < 0) {
         s->nomem = 1;
@@ -786,6 +805,13 @@ static PyObject *int_column(const char *name, const int64_t *v, Py_ssize_t n) {
     return column(name, "i64", Py_BuildValue("(N)", bytes_of(v, n * 8)));
 }
 
+/* A new Int64 column buffer of n values, filled by the caller. */
+static PyObject *int_buffer(Py_ssize_t n, int64_t **values) {
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, n * 8);
+    *values = buf ? (int64_t *)PyBytes_AS_STRING(buf) : NULL;
+    return buf;
+}
+
 /* A text column from a Buf of data and int64 offsets. */
 static PyObject *text_column(const char *name, Buf *data, int64_t *offsets, Py_ssize_t n) {
     PyObject *off = bytes_of(offsets, (n + 1) * 8);
@@ -942,29 +968,43 @@ static PyObject *time_column(Scan *s, const char *name, int dur, Group *g) {
 
 static const char NO_ARGS[] = "{\"\\u001e\":0}";
 
-/* `args` as written (NO_ARGS when absent), or a shape key's value as written ("" when absent). */
-static PyObject *raw_column(Scan *s, const char *name, Group *g, int shape) {
-    Buf b = {0};
-    int64_t *offs = malloc(sizeof(int64_t) * (g->n + 1));
-    if (!offs) return PyErr_NoMemory();
-    offs[0] = 0;
-    int bad = 0;
-    for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
-        Py_ssize_t r = g->rows[i];
-        if (shape >= 0) {
-            const Entry *en = entry_of(s, r, s->nargs + shape);
-            if (en) bad = buf_put(&b, s->base + en->v[0], en->v[1]) < 0;
-        } else if (s->ev[r].args.len >= 0) {
-            bad = buf_put(&b, s->base + s->ev[r].args.start, s->ev[r].args.len) < 0;
-        } else {
-            bad = buf_put(&b, NO_ARGS, sizeof(NO_ARGS) - 1) < 0;
-        }
-        offs[i + 1] = b.len;
+/* The buffers of a text column of n values and `total` bytes, to be filled; -1: no memory. */
+static int text_buffers(Py_ssize_t n, Py_ssize_t total, PyObject **offs, PyObject **data) {
+    *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    *data = PyBytes_FromStringAndSize(NULL, total);
+    if (!*offs || !*data) {
+        Py_CLEAR(*offs);
+        Py_CLEAR(*data);
+        return -1;
     }
-    PyObject *out = bad ? PyErr_NoMemory() : text_column(name, &b, offs, g->n);
-    free(b.data);
-    free(offs);
-    return out;
+    return 0;
+}
+
+/* `args` as written (NO_ARGS when absent). */
+static PyObject *raw_column(Scan *s, const char *name, Group *g) {
+    Py_ssize_t total = 0, none = (Py_ssize_t)sizeof(NO_ARGS) - 1;
+    for (Py_ssize_t i = 0; i < g->n; i++) {
+        Py_ssize_t len = s->ev[g->rows[i]].args.len;
+        total += len >= 0 ? len : none;
+    }
+    PyObject *offs, *data;
+    if (text_buffers(g->n, total, &offs, &data) < 0) return NULL;
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
+    char *d = PyBytes_AS_STRING(data);
+    int64_t pos = 0;
+    o[0] = 0;
+    for (Py_ssize_t i = 0; i < g->n; i++) {
+        const Span *a = &s->ev[g->rows[i]].args;
+        if (a->len >= 0) {
+            memcpy(d + pos, s->base + a->start, a->len);
+            pos += a->len;
+        } else {
+            memcpy(d + pos, NO_ARGS, none);
+            pos += none;
+        }
+        o[i + 1] = pos;
+    }
+    return column(name, "utf8", Py_BuildValue("(NN)", offs, data));
 }
 
 static int append_column(PyObject *cols, PyObject *col) {
@@ -974,8 +1014,42 @@ static int append_column(PyObject *cols, PyObject *col) {
     return rc;
 }
 
-/* One args key's column(s) for a group: nulls are the markers the Python path writes. */
-static int arg_columns(Scan *s, int a, PyObject *colname, Group *g, PyObject *cols) {
+/* The typed args of a group, gathered in one pass over its rows' entries (a later
+ * duplicate key overwrites, as in the Python path): for each key asked for, the entry of
+ * each row (NULL: absent), and whether any row has the key at all. */
+typedef struct {
+    const Entry **at; /* nkeys * g->n */
+    unsigned char *present;
+} Gathered;
+
+static int gather(const Scan *s, const Group *g, const int *keys, int nkeys, Gathered *out) {
+    int slot[MAX_ARGS + N_SHAPES];
+    for (int i = 0; i < MAX_ARGS + N_SHAPES; i++) slot[i] = -1;
+    for (int k = 0; k < nkeys; k++) slot[keys[k]] = k;
+    out->at = calloc((size_t)nkeys * g->n + 1, sizeof(Entry *));
+    out->present = calloc(nkeys + 1, 1);
+    if (!out->at || !out->present) return -1;
+    for (Py_ssize_t i = 0; i < g->n; i++) {
+        const Event *e = &s->ev[g->rows[i]];
+        for (int32_t j = 0; j < e->an; j++) {
+            const Entry *en = &s->ent[e->a0 + j];
+            int k = slot[en->key];
+            if (k >= 0) {
+                out->at[(size_t)k * g->n + i] = en;
+                out->present[k] = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void gathered_free(Gathered *g) {
+    free(g->at);
+    free(g->present);
+}
+
+/* One args key's column(s): nulls are the markers the Python path writes. */
+static int arg_columns(Scan *s, int a, const Entry **at, PyObject *colname, Group *g, PyObject *cols) {
     const char *name = PyUnicode_AsUTF8(colname);
     if (!name) return -1;
     int kind = s->arg_kind[a];
@@ -986,7 +1060,7 @@ static int arg_columns(Scan *s, int a, PyObject *colname, Group *g, PyObject *co
         offs[0] = 0;
         int bad = 0;
         for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
-            const Entry *en = entry_of(s, g->rows[i], a);
+            const Entry *en = at[i];
             if (en && !en->null) {
                 const char *p = s->base + en->v[0];
                 bad = en->esc ? unescape(&b, p, en->v[1]) < 0 : buf_put(&b, p, en->v[1]) < 0;
@@ -1002,45 +1076,51 @@ static int arg_columns(Scan *s, int a, PyObject *colname, Group *g, PyObject *co
         free(offs);
         return append_column(cols, col);
     }
-    int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
-    if (!vals) return -1;
     int parts = kind == K_LIST ? 3 : 1;
+    int64_t null = INT_NULL;
+    if (kind == K_FLOAT) {
+        double nan = NAN;
+        memcpy(&null, &nan, sizeof(nan));
+    }
     for (int axis = 0; axis < parts; axis++) {
+        int64_t *vals;
+        PyObject *buf = int_buffer(g->n, &vals);
+        if (!buf) return -1;
         for (Py_ssize_t i = 0; i < g->n; i++) {
-            const Entry *en = entry_of(s, g->rows[i], a);
-            if (en && !en->null) {
-                vals[i] = en->v[axis];
-            } else if (kind == K_FLOAT) {
-                double nan = NAN;
-                memcpy(&vals[i], &nan, sizeof(nan));
-            } else {
-                vals[i] = INT_NULL;
-            }
+            const Entry *en = at[i];
+            vals[i] = (en && !en->null) ? en->v[axis] : null;
         }
         char full[64];
         if (kind == K_LIST) snprintf(full, sizeof(full), "%s_%c", name, "xyz"[axis]);
         else snprintf(full, sizeof(full), "%s", name);
-        PyObject *col = column(full, kind == K_FLOAT ? "f64" : "i64", Py_BuildValue("(N)", bytes_of(vals, g->n * 8)));
-        if (append_column(cols, col) < 0) {
-            free(vals);
+        if (append_column(cols, column(full, kind == K_FLOAT ? "f64" : "i64", Py_BuildValue("(N)", buf))) < 0)
             return -1;
-        }
     }
-    free(vals);
     return 0;
 }
 
 static const char *SHAPE_COLS[N_SHAPES] = {"input_dims", "input_dims_old", "input_types", "input_strides",
                                            "concrete_inputs"};
 
-/* Does any row of the group have an entry with this key (written as null counts)? */
-static int group_has(const Scan *s, const Group *g, int32_t key) {
+/* A shape key's value as written ("" when absent). */
+static PyObject *shape_column(Scan *s, const char *name, const Entry **at, Group *g) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < g->n; i++)
+        if (at[i]) total += at[i]->v[1];
+    PyObject *offs, *data;
+    if (text_buffers(g->n, total, &offs, &data) < 0) return NULL;
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
+    char *d = PyBytes_AS_STRING(data);
+    int64_t pos = 0;
+    o[0] = 0;
     for (Py_ssize_t i = 0; i < g->n; i++) {
-        const Event *e = &s->ev[g->rows[i]];
-        for (int32_t j = 0; j < e->an; j++)
-            if (s->ent[e->a0 + j].key == key) return 1;
+        if (at[i]) {
+            memcpy(d + pos, s->base + at[i]->v[0], at[i]->v[1]);
+            pos += at[i]->v[1];
+        }
+        o[i + 1] = pos;
     }
-    return 0;
+    return column(name, "utf8", Py_BuildValue("(NN)", offs, data));
 }
 
 /* spec: (fields: tuple[str], with_ph: bool, with_args: bool, family: tuple[(arg index, column)], shapes: bool) */
@@ -1081,23 +1161,36 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
         if (append_column(cols, c) < 0) goto fail;
     }
     if (with_args) {
-        if (append_column(cols, raw_column(s, "args", g, -1)) < 0) goto fail;
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(family); k++) {
+        if (append_column(cols, raw_column(s, "args", g)) < 0) goto fail;
+        int keys[MAX_ARGS + N_SHAPES], nfam = 0;
+        PyObject *names[MAX_ARGS];
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(family) && nfam < MAX_ARGS; k++) {
             PyObject *item = PyTuple_GET_ITEM(family, k);
             int a = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
             if (a < 0 || a >= s->nargs) {
                 PyErr_SetString(PyExc_KeyError, "args key index out of range");
                 goto fail;
             }
-            if (!group_has(s, g, a)) continue; /* never here: the projection fills nulls */
-            if (arg_columns(s, a, PyTuple_GET_ITEM(item, 1), g, cols) < 0) goto fail;
+            names[nfam] = PyTuple_GET_ITEM(item, 1);
+            keys[nfam++] = a;
         }
-        if (shapes) {
-            int any = 0;
-            for (int k = 0; k < N_SHAPES && !any; k++) any = group_has(s, g, s->nargs + k);
-            for (int k = 0; any && k < N_SHAPES; k++)
-                if (append_column(cols, raw_column(s, SHAPE_COLS[k], g, k)) < 0) goto fail;
+        int nkeys = nfam;
+        if (shapes)
+            for (int k = 0; k < N_SHAPES; k++) keys[nkeys++] = s->nargs + k;
+        Gathered ga = {0};
+        if (gather(s, g, keys, nkeys, &ga) < 0) {
+            gathered_free(&ga);
+            goto fail;
         }
+        int rc = 0;
+        for (int k = 0; k < nfam && rc == 0; k++) /* a key never here: the projection fills nulls */
+            if (ga.present[k]) rc = arg_columns(s, keys[k], ga.at + (size_t)k * g->n, names[k], g, cols);
+        int any = 0;
+        for (int k = nfam; k < nkeys; k++) any |= ga.present[k];
+        for (int k = nfam; any && k < nkeys && rc == 0; k++)
+            rc = append_column(cols, shape_column(s, SHAPE_COLS[k - nfam], ga.at + (size_t)k * g->n, g));
+        gathered_free(&ga);
+        if (rc < 0) goto fail;
     }
     free(tmp);
     return cols;
@@ -1172,6 +1265,16 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int init_ok = 1;
     for (int i = 0; i < N_STRF; i++) init_ok = init_ok && intern_init(&s.strs[i]) == 0;
     if (!init_ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* room for the events and args values a piece this long usually holds (pages never
+     * written are never resident); grown when a piece holds more */
+    s.cap = piece.len / 96 + 16;
+    s.capent = piece.len / 48 + 16;
+    s.ev = malloc(sizeof(Event) * s.cap);
+    s.ent = malloc(sizeof(Entry) * s.capent);
+    if (!s.ev || !s.ent) {
         PyErr_NoMemory();
         goto done;
     }

@@ -15,6 +15,7 @@ written after it), and each vtable sits just before its table.
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from array import array
 from itertools import accumulate
 
@@ -144,6 +145,12 @@ def _record_batch(length: int, nodes: list[tuple[int, int]], buffers: list[tuple
     return write
 
 
+@lru_cache(maxsize=1024)
+def _schema_message(columns: tuple[tuple[str, str], ...]) -> bytes:
+    """The schema message: the same for every batch of a group, so written once."""
+    return _message(_SCHEMA, _schema(list(columns)), 0)
+
+
 def ipc_stream(columns: list[tuple[str, str, tuple[bytes, ...]]], length: int) -> bytes:
     """Columns (name, kind, buffers) -> an Arrow IPC stream of one record batch.
 
@@ -162,7 +169,7 @@ def ipc_stream(columns: list[tuple[str, str, tuple[bytes, ...]]], length: int) -
             if pad:
                 body.append(bytes(pad))
             size += len(data) + pad
-    head = _message(_SCHEMA, _schema([(name, kind) for name, kind, _ in columns]), 0)
+    head = _schema_message(tuple((name, kind) for name, kind, _ in columns))
     batch = _message(_RECORD_BATCH, _record_batch(length, nodes, spans), size)
     return b"".join([head, batch, *body, _CONTINUATION, b"\0\0\0\0"])
 
