@@ -8,6 +8,10 @@ included; imports are timed apart), peak RSS (the child's own, and its helper pr
 and each ratio against tracekit.load. `benchmarks/run.py` is the fuller suite (cache,
 the 1 GB trace, a JSON file of figures).
 
+Ways: tracekit.load as a script calls it; `tracekit-cli` with the allocator settings of the
+`tracekit` command; `tracekit-serial` with workers=0; `tracekit-python` without the native
+scanner (TRACEKIT_NATIVE=0).
+
 Baselines:
   json.loads        gunzip + stdlib json.loads (GC on, as a script would do)
   msgspec typed     gunzip + msgspec decode into gc=False structs, args left raw: the floor
@@ -36,7 +40,7 @@ def main() -> int:
         print(f"trace not found: {path}", file=sys.stderr)
         return 2
     size = json_size(path)
-    ways = ("tracekit", "tracekit-serial", "msgspec", "json")
+    ways = ("tracekit", "tracekit-cli", "tracekit-serial", "tracekit-python", "msgspec", "json")
     results = {way: child(sys.executable, CHILD, path, way, {}, args.repeat, 3600) for way in ways}
     tk = results["tracekit"]
     print(f"trace: {path.name}  JSON {size / 1e6:.1f} MB  events {tk['events']:,}")

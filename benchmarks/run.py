@@ -8,8 +8,11 @@ fresh child process, `--repeat` times (best kept), so each peak RSS is its own. 
 of the load call itself; the import of each way is timed apart.
 
 Ways:
-  tracekit          tracekit.load(path): streaming, a helper process on Linux for large traces
-  tracekit-serial   the same with workers=0 (one process)
+  tracekit          tracekit.load(path): the native scanner, a second thread for large traces
+  tracekit-cli      the same with the allocator settings of the `tracekit` command
+                    (tracekit.allocator: freed memory handed back promptly)
+  tracekit-serial   tracekit.load(path, workers=0): one thread decodes
+  tracekit-python   the Python path only (TRACEKIT_NATIVE=0), with its helper process
   tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
   msgspec           gunzip + msgspec decode into gc=False structs, args raw: the floor for
                     any loader that must look at every event
@@ -18,8 +21,8 @@ Ways:
                     (HTA is never installed into .venv)
   report            (hook) the full `tracekit report` time, once that command exists
 
-Peak RSS: `rss` is the child's own peak; `rss_children` the peak of its helper process
-(which shares the parent's pages at fork, so the two overlap; both are reported).
+Peak RSS: `rss` is the child's own peak; `rss_children` the peak of a helper process (the
+Python path's; it shares the parent's pages at fork, so the two overlap; both reported).
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ CHILD = r'''
 import gc, json, resource, sys, time
 path, way, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 t_import = time.perf_counter()
+if way == "tracekit-cli":  # the allocator settings the command line uses (tracekit.allocator)
+    import tracekit.allocator
+    tracekit.allocator.configure()
+if way == "tracekit-python":
+    import os
+    os.environ["TRACEKIT_NATIVE"] = "0"
 if way.startswith("tracekit"):
     import tracekit
 elif way == "msgspec":
@@ -51,7 +60,7 @@ elif way == "msgspec":
 elif way == "json":
     from tracekit.loader.source import read_source
 t0 = time.perf_counter()
-if way == "tracekit":
+if way in ("tracekit", "tracekit-cli", "tracekit-python"):
     n = tracekit.load(path).meta.event_count
 elif way == "tracekit-serial":
     n = tracekit.load(path, workers=0).meta.event_count
@@ -121,7 +130,7 @@ def bench_trace(path: Path, args: argparse.Namespace) -> dict:
     size = json_size(path)
     large = size > 200e6
     repeat = args.large_repeat if large else args.repeat
-    ways = ["tracekit", "tracekit-serial", "msgspec"]
+    ways = ["tracekit", "tracekit-cli", "tracekit-serial", "tracekit-python", "msgspec"]
     if not large or args.json_large:
         ways.append("json")
     results: dict[str, dict] = {}

@@ -80,13 +80,33 @@ def test_chunked_equals_one_shot(tmp_path, chunk_bytes):
 
 @pytest.mark.skipif(not helper_available(), reason="no fork or a single CPU")
 @pytest.mark.parametrize("chunk_bytes", [1, 500, 5_000])
-def test_helper_process_equals_one_shot(tmp_path, chunk_bytes):
+@pytest.mark.parametrize("native", ["1", "0"])  # a helper thread (native scanner), a helper process (Python path)
+def test_helper_process_equals_one_shot(tmp_path, chunk_bytes, native, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_NATIVE", native)
     text = busy_trace().text()
     one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
     assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes, workers=1))
     gz = gzip.compress(text.encode())
     assert_same(one.replace(meta=tracekit.TraceMeta()), load_text(tmp_path, gz, "t.json.gz", chunk_bytes=chunk_bytes,
                                                                   workers=1).replace(meta=tracekit.TraceMeta()))
+
+
+def test_helper_kind_follows_the_scanner(monkeypatch):
+    from tracekit.loader import native
+    from tracekit.loader.workers import Helper, ThreadHelper, make_helper
+
+    if not helper_available():
+        pytest.skip("no fork or a single CPU")
+    assert make_helper(0, 10**9, False) is None
+    for flag, kind in (("0", Helper), ("1", ThreadHelper)):
+        monkeypatch.setenv("TRACEKIT_NATIVE", flag)
+        if flag == "1" and not native.available():
+            continue
+        helper = make_helper(1, 1, False)
+        try:
+            assert isinstance(helper, kind)
+        finally:
+            helper.close()
 
 
 def test_compact_separators_and_bare_array(tmp_path):
@@ -99,7 +119,9 @@ def test_compact_separators_and_bare_array(tmp_path):
 
 @pytest.mark.parametrize("cut", [0.3, 0.555, 0.9, 0.999])
 @pytest.mark.parametrize("workers", [0, 1])
-def test_truncated_input_recovers_the_same_at_any_chunking(tmp_path, cut, workers):
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_truncated_input_recovers_the_same_at_any_chunking(tmp_path, cut, workers, native, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_NATIVE", native)
     if workers and not helper_available():
         pytest.skip("no fork or a single CPU")
     full = busy_trace().text().encode()

@@ -1,8 +1,11 @@
-"""tracekit: where transformer inference wastes GPU time, read from torch.profiler traces."""
+"""tracekit: where transformer inference wastes GPU time, read from torch.profiler traces.
+
+The names below are imported on first use, so `import tracekit` (and the CLI's start)
+does not load Polars before the CLI has set up the memory allocator
+(`tracekit.allocator`).
+"""
 
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError, UsageError
-from tracekit.loader import load, load_ranks, loads
-from tracekit.model import Trace, TraceMeta
 
 __version__ = "0.1.0"
 
@@ -20,11 +23,26 @@ __all__ = [
     "__version__",
 ]
 
+_LAZY = {
+    "load": "tracekit.loader",
+    "loads": "tracekit.loader",
+    "load_ranks": "tracekit.loader",
+    "Trace": "tracekit.model",
+    "TraceMeta": "tracekit.model",
+    "run_batch": "tracekit.batch",
+}
+
 
 def __getattr__(name: str):
-    """`tracekit.run_batch`, imported on first use (it pulls in the report and batch code)."""
-    if name == "run_batch":
-        from tracekit.batch import run_batch
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+    import importlib
 
-        return run_batch
-    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

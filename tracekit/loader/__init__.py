@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tracekit import allocator
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
 from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
@@ -80,6 +81,7 @@ def load_file(
         if helper is not None:
             helper.close()
         stream.close()
+    allocator.release()  # the text and chunk buffers are gone: give their memory back before the build
     return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
 
 

@@ -69,8 +69,9 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
 # -- a group's Arrow columns -> a clean frame ---------------------------------------------------
 
 
-def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.DataFrame:
-    """One group's columns (Arrow IPC from `batch`) -> clean columns: ts_ns, dur_ns, pid..."""
+def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.LazyFrame:
+    """One group's columns (Arrow IPC from `batch`) -> the plan for its clean columns:
+    ts_ns, dur_ns, pid... (lazy: it runs with the rest of the chunk's plans)."""
     frame = pl.read_ipc_stream(io.BytesIO(ipc))
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
@@ -112,7 +113,7 @@ def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.DataFrame:
         dims = pl.when(pl.col("input_dims") != "").then(pl.col("input_dims")).otherwise(pl.col("input_dims_old"))
         fixes.append(dims.alias("input_dims"))
     drop = [c for c in frame.columns if c.endswith(("_i", "_c")) or c in ("ts", "dur", "ts_n", "dur_n")]
-    return frame.with_columns(fixes).drop(drop)
+    return frame.lazy().with_columns(fixes).drop(drop)
 
 
 def _decode(codes: str, values: list[str]) -> pl.Expr:
@@ -256,7 +257,7 @@ def empty_part(key: str) -> pl.DataFrame:
     from tracekit.loader.batch import _columns
 
     dicts: dict[str, Any] = {"cat": [], "ph": []}
-    frame = group_frame(key, ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0), dicts)
+    frame = group_frame(key, ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0), dicts).collect()
     # an empty group has no rows to show which way its integers came: give them their final types
     return frame.with_columns([pl.col(c).cast(t) for c, t in (("pid", STR), ("tid", STR), ("id", STR),
                                                                ("ts_ns", I64), ("dur_ns", I64)) if c in frame.columns])
@@ -270,7 +271,7 @@ def chunk_parts(batch: Batch) -> Parts:
     stat_frames: list[pl.LazyFrame] = []
     order: list[pl.LazyFrame] = []
     for key, ipc in batch["groups"].items():
-        lf = group_frame(key, ipc, batch["dicts"]).lazy()
+        lf = group_frame(key, ipc, batch["dicts"])
         conditions = _stat_conditions(key)
         if conditions:
             stat_frames.append(lf.select(_stat_exprs(conditions)))
