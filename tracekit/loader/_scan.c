@@ -7,8 +7,8 @@
  * object whose typed keys hold values of their column's type. Anything else (invalid JSON,
  * a field of another type, a number out of range, nesting deeper than MAX_DEPTH, a key
  * written with escapes) makes `scan` return None and the piece goes through the Python
- * path, which is the reference for every edge case. The text must be valid UTF-8 (the
- * caller checks).
+ * path, which is the reference for every edge case. Text that is not UTF-8 is handed
+ * back too (the Python path replaces and counts it).
  *
  * Phase 1 walks the text with the GIL released and fills C arrays; phase 2 builds the
  * column buffers (bytes) grouped by the frame each event feeds.
@@ -188,10 +188,35 @@ static inline int hexval(char c) {
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* The bytes of `v` that are '"', '\\' or a control character (high bit set in each). */
+/* The bytes of `v` that are '"', '\\', a control character or not ASCII (high bit set in each;
+ * the lowest one is exact). */
 static inline uint64_t string_stops(uint64_t v) {
     uint64_t q = v ^ (ONES * '"'), b = v ^ (ONES * '\\');
-    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((v - ONES * 0x20) & ~v & HIGHS);
+    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((v - ONES * 0x20) & ~v & HIGHS) | (v & HIGHS);
+}
+
+/* The length of the UTF-8 sequence at p (a lead byte >= 0x80), or 0 when it is not valid
+ * UTF-8 (overlong forms, surrogates and code points past U+10FFFF included, as Python's
+ * strict decoder has it). */
+static inline int utf8_length(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (end - p < n) return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return n;
 }
 
 static int read_string(Scan *s, Span *out, int *esc) {
@@ -234,6 +259,12 @@ static int read_string(Scan *s, Span *out, int *esc) {
             continue;
         }
         if (c < 0x20) return -1;
+        if (c >= 0x80) { /* text that is not UTF-8: the Python path replaces and counts it */
+            int n = utf8_length((const unsigned char *)p, (const unsigned char *)s->end);
+            if (!n) return -1;
+            p += n;
+            continue;
+        }
         p++;
     }
     return -1;
@@ -667,25 +698,32 @@ static int read_event(Scan *s) {
     }
 }
 
-/* The whole piece: `[` events `]`; 0 ok, -1 not the common shape (or out of memory). */
-static int read_piece(Scan *s) {
+/* The whole piece: `[` events `]`, or (bare) the events alone; 0 ok, -1 not the common
+ * shape (or out of memory). */
+static int read_piece(Scan *s, int bare) {
     ws(s);
-    if (s->p >= s->end || *s->p != '[') return -1;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == ']') {
+    if (!bare) {
+        if (s->p >= s->end || *s->p != '[') return -1;
         s->p++;
+        ws(s);
+    }
+    char close = bare ? 0 : ']';
+    if (bare ? s->p == s->end : (s->p < s->end && *s->p == ']')) {
+        if (!bare) s->p++;
     } else {
         for (;;) {
             if (read_event(s) < 0) return -1;
             ws(s);
-            if (s->p >= s->end) return -1;
+            if (s->p >= s->end) {
+                if (bare) break;
+                return -1;
+            }
             if (*s->p == ',') {
                 s->p++;
                 ws(s);
                 continue;
             }
-            if (*s->p == ']') {
+            if (close && *s->p == close) {
                 s->p++;
                 break;
             }
@@ -1219,8 +1257,9 @@ static int group_index(PyObject *keys, PyObject *key) {
     return (int)n;
 }
 
-/* scan(piece, arg_keys, ph_groups, x_kinds, specs) -> (n, ph_list, cat_list, [(key, n, cols, dicts)]) | None
+/* scan(piece, arg_keys, ph_groups, x_kinds, specs, bare=False) -> (n, ph_list, cat_list, [(key, n, cols, dicts)]) | None
  *
+ * piece: `[` + events + `]` (any buffer); bare: the events alone, without the brackets.
  * arg_keys: tuple of (json key: bytes, kind: int) in column-index order.
  * ph_groups: dict ph -> group name ("x": complete events, grouped further by category; a
  *   phase not in it: "other"). x_kinds: dict category -> group name (default "ops").
@@ -1230,8 +1269,9 @@ static int group_index(PyObject *keys, PyObject *key) {
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer piece;
     PyObject *arg_keys, *ph_groups, *x_kinds, *specs;
-    if (!PyArg_ParseTuple(args, "y*O!O!O!O!", &piece, &PyTuple_Type, &arg_keys, &PyDict_Type, &ph_groups,
-                          &PyDict_Type, &x_kinds, &PyDict_Type, &specs))
+    int bare = 0;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!O!|p", &piece, &PyTuple_Type, &arg_keys, &PyDict_Type, &ph_groups,
+                          &PyDict_Type, &x_kinds, &PyDict_Type, &specs, &bare))
         return NULL;
     Scan s;
     memset(&s, 0, sizeof(s));
@@ -1283,7 +1323,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     s.end = s.base + piece.len;
     int rc;
     Py_BEGIN_ALLOW_THREADS;
-    rc = read_piece(&s);
+    rc = read_piece(&s, bare);
     Py_END_ALLOW_THREADS;
     if (rc < 0) {
         if (s.nomem) PyErr_NoMemory();
@@ -1408,7 +1448,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(piece, arg_keys, ph_groups, x_kinds, specs) -> batch parts, or None"},
+    {"scan", scan, METH_VARARGS, "scan(piece, arg_keys, ph_groups, x_kinds, specs, bare=False) -> batch parts, or None"},
     {NULL, NULL, 0, NULL},
 };
 

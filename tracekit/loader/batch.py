@@ -197,16 +197,19 @@ def _raw_text(raws: list[Any]) -> tuple[bytes, bytes]:
     return offsets, data
 
 
-def piece_batch(piece: bytes) -> Batch:
-    """Decode a piece (`[` + complete events + `]`) into a batch; raises `PieceError`.
+def piece_batch(piece: bytes | memoryview, bare: bool = False) -> Batch:
+    """Decode a piece (`[` + complete events + `]`; with `bare`, the events alone) into a
+    batch; raises `PieceError`.
 
     The native scanner takes the piece when it is built and the piece is in the common
     shape; otherwise (and for every broken piece) the Python path below decodes it."""
     from tracekit.loader.native import native_batch
 
-    batch = native_batch(piece)
+    batch = native_batch(piece, bare)
     if batch is not None:
         return batch
+    if bare:
+        piece = b"".join((b"[", piece, b"]"))
     with gc_paused():
         events, bad_types, dropped, counts = decode_piece(piece)
         return build_batch(events, bad_types, dropped, counts)

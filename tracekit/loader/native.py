@@ -39,22 +39,17 @@ def available() -> bool:
     return _scan is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
 
 
-def native_batch(piece: bytes) -> dict | None:
-    """`piece` (`[` + whole events + `]`) -> a batch, or None: not in the common shape (or
-    no scanner), left to the Python path."""
+def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:
+    """`piece` (`[` + whole events + `]`, or with `bare` the events alone) -> a batch, or
+    None: not in the common shape (or no scanner), left to the Python path."""
     if not available():
         return None
-    if not piece.isascii():
-        try:
-            bytes(piece).decode("utf-8")
-        except UnicodeDecodeError:  # the Python path replaces and counts the bad bytes
-            return None
     from tracekit.loader.batch import GROUP_BY_PH
 
     global _SPECS
     if _SPECS is None:
         _SPECS = _specs()
-    out = _scan.scan(piece, ARG_KEYS, GROUP_BY_PH, X_KIND, _SPECS)
+    out = _scan.scan(piece, ARG_KEYS, GROUP_BY_PH, X_KIND, _SPECS, bare)
     if out is None:
         return None
     n, phs, cats, groups = out

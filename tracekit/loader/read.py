@@ -162,10 +162,10 @@ def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
         held[chunk.index] = chunk
         ends[chunk.index] = chunk.start + chunk.cut
         if helper.alive and len(helper.outstanding) < HELPER_QUEUE:
-            helper.submit(chunk.index, chunk.piece)
+            helper.submit(chunk.index, chunk.body, bare=True)
             continue
         try:
-            batch = piece_batch(chunk.piece)
+            batch = piece_batch(chunk.body, bare=True)
         except PieceError:
             failed = chunk.index
             break
@@ -190,7 +190,7 @@ def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | Non
     tries = 0
     while (chunk := reader.next_chunk()) is not None:
         try:
-            batch = piece_batch(chunk.piece)
+            batch = piece_batch(chunk.body, bare=True)
         except PieceError as exc:
             if exc.at_end and tries < RECUT_TRIES:
                 tries += 1

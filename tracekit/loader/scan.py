@@ -41,9 +41,18 @@ FINAL_BYTES = 64 * 1024  # at the end, text shorter than this is left whole for 
 class Chunk:
     index: int
     start: int  # offset of the chunk's first byte in the decompressed text
-    piece: bytes  # "[" + the chunk's events + "]"
     span: memoryview  # the original bytes up to the next chunk's start (to re-cut it)
     cut: int  # length of the chunk's events in span
+
+    @property
+    def body(self) -> memoryview:
+        """The chunk's events, separated by commas (no copy)."""
+        return self.span[: self.cut]
+
+    @property
+    def piece(self) -> bytes:
+        """"[" + the chunk's events + "]" (a copy)."""
+        return b"".join((b"[", self.body, b"]"))
 
 
 @dataclass
@@ -240,7 +249,7 @@ class Reader:
                 cut, nxt = found
                 self._limit, self._min_cut = None, 0
                 view = memoryview(buf)
-                chunk = Chunk(self.index, self.pos, b"".join((b"[", view[: cut + 1], b"]")), view[:nxt], cut + 1)
+                chunk = Chunk(self.index, self.pos, view[:nxt], cut + 1)
                 self.index += 1
                 self._consume(nxt)
                 return chunk

@@ -135,15 +135,15 @@ class ThreadHelper(_Results):
         self._thread = threading.Thread(target=self._run, name="tracekit-decode", daemon=True)
         self._thread.start()
 
-    def submit(self, index: int, piece: bytes) -> None:
+    def submit(self, index: int, piece: bytes | memoryview, bare: bool = False) -> None:
         self.outstanding.add(index)
-        self._jobs.put((index, piece))
+        self._jobs.put((index, piece, bare))
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            index, piece = job
+            index, piece, bare = job
             try:
-                batch = piece_batch(piece)
+                batch = piece_batch(piece, bare)
             except PieceError as exc:
                 batch = encode_error(exc)
             except BaseException:  # e.g. MemoryError: the main thread redoes what is left
@@ -191,7 +191,9 @@ class Helper(_Results):
         self._receiver = threading.Thread(target=self._receive_loop, name="tracekit-receive", daemon=True)
         self._receiver.start()
 
-    def submit(self, index: int, piece: bytes) -> None:
+    def submit(self, index: int, piece: bytes | memoryview, bare: bool = False) -> None:
+        if bare:
+            piece = b"".join((b"[", piece, b"]"))
         try:
             _write(os.path.join(self.dir, f"in-{index}"), piece)
             self._out.send_bytes(index.to_bytes(8, "little"))
