@@ -1,8 +1,8 @@
 """Every analysis of one trace, run once: the bundle that reports, diffs and batches read.
 
 `analyse(trace)` calls the pure analysis functions in dependency order, sharing the
-expensive intermediate frames (op tree, launch links) between them, and returns an
-`Analysis` holding each result. Nothing here formats or prints.
+expensive intermediate frames (op tree, launch links, kernel taxonomy) between them (passed
+down, or remembered by `shared.sharing()`), and returns an `Analysis` holding each result. Nothing here formats or prints.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tracekit.analysis.launches import LaunchStats, launch_stats
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.memory import MemoryStats, memory_stats
 from tracekit.analysis.occupancy import occupancy_table
+from tracekit.analysis.shared import sharing
 from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import Windows, windows
@@ -62,8 +63,16 @@ class Analysis:
 
 
 def analyse(trace: Trace, *, options: AnalysisOptions | None = None) -> Analysis:
-    """Run every analysis on `trace` (pure: the trace is not modified)."""
-    opts = options or AnalysisOptions()
+    """Run every analysis on `trace` (pure: the trace is not modified).
+
+    The analyses run inside `shared.sharing()`: the op tree, launch links and kernel
+    taxonomy that several of them derive on their own are computed once.
+    """
+    with sharing():
+        return _analyse(trace, options or AnalysisOptions())
+
+
+def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
     ops = cpu_ops(trace)
     calls = launch_ops(trace, ops=ops)
     links = gpu_links(trace, launches=calls)

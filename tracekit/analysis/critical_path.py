@@ -1,8 +1,9 @@
 """Critical path of a window: the heaviest chain of dependent work, classified and attributed.
 
-The path is `nx.dag_longest_path` over `graph.build_graph` (edge weight = work in ns;
-waiting weighs 0, so the path is the chain that explains the window with the most work
-and the least waiting). It is returned as segments, one per piece of time on the path:
+The path is the longest path of `graph.build_graph` (edge weight = work in ns; waiting
+weighs 0, so the path is the chain that explains the window with the most work and the
+least waiting), the one `nx.dag_longest_path` returns, computed on the edge arrays
+(`longest`). It is returned as segments, one per piece of time on the path:
 `start_ns`, `end_ns`, `cls` (`graph.CLASSES`), the slice or activity it belongs to
 (`name`, `eid`), the CPU op or module it is attributed to (`context`: for host time the
 nearest enclosing module (`nn.Module: …`, `## … ##`, a record_function range other than
@@ -113,9 +114,17 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
     label, start, end = resolve_window(trace, window, index=index)
     links = gpu_links(trace) if links is None else links
     dep = graph if graph is not None else build_graph(trace, start_ns=start, end_ns=end, links=links, **graph_options)
-    nodes = longest_path(dep.graph, topo_order=dep.order or None)
+    nodes = path_nodes(dep)
     segments = _with_context(path_segments(dep, nodes), dep, links)
     return summarise(segments, dep, label=label, has_gpu=dep.edge_counts.get("gpu", 0) > 0)
+
+
+def path_nodes(dep: DepGraph) -> list[int]:
+    """The nodes of the graph's longest path: on the edge arrays in `build_graph`'s
+    topological order (no DiGraph needed), or with networkx where that order is unknown."""
+    if dep.order:
+        return dep.longest[0]
+    return longest_path(dep.graph)
 
 
 def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[int] | None = None) -> list[int]:

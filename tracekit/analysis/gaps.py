@@ -50,7 +50,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis import intervals
-from tracekit.analysis.links import gpu_links
+from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
@@ -79,7 +79,6 @@ TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "cause": STR, "gaps": I64, "total_ns": I64,
 }
 GROUP = ["scope", "window_eid", "device", "stream"]
-_same_thread = (pl.col("p_pid") == pl.col("pid")) & (pl.col("p_tid") == pl.col("tid"))
 
 
 @dataclass(frozen=True)
@@ -190,13 +189,18 @@ def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     calls = links.filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
         pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns")).unique()
-    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(STEP_NAME))
-    top = with_parents(ops).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
-    points = calls.select(pl.col("pid").alias("p_pid"), pl.col("tid").alias("p_tid"),
-                          pl.col("ts_ns").alias("t"))
-    hit = intervals.stab(points, top).filter(_same_thread)
-    used = top.join(hit.select("eid").unique(), on="eid", how="semi")
+    top = _top_ops(trace).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
+    used = intervals.touched(top, calls.select("pid", "tid", t="ts_ns"), on=["pid", "tid"])
     return pl.concat([calls, used.select(calls.columns)])
+
+
+def _top_ops(trace: Trace) -> pl.DataFrame:
+    """The cpu_ops other than `ProfilerStep#N`, nested: the shared `cpu_ops` tree when no op
+    is a step (or unnamed, which the name filter would drop), else nested afresh."""
+    ops = cpu_ops(trace)
+    if not ops["name"].str.contains(STEP_NAME).fill_null(True).any():
+        return ops
+    return with_parents(trace.ops.filter((pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(STEP_NAME)))
 
 
 def _cause(min_gap_ns: int) -> pl.Expr:
@@ -221,8 +225,7 @@ def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """blame_op(_eid), annotation, module: innermost slices on the launching thread at g0
     (not looked up for short gaps)."""
     points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("cause") != "short")).select(
-        "gid", pl.col("launch_pid").alias("p_pid"), pl.col("launch_tid").alias("p_tid"),
-        pl.col("start_ns").alias("t"))
+        "gid", pid="launch_pid", tid="launch_tid", t="start_ns")
     ops = trace.ops
     kinds = {
         "blame_op": ops.filter(pl.col("cat") == "cpu_op"),
@@ -239,8 +242,7 @@ def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
 
 def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
     """(gid, eid, name) of the innermost slice on the point's thread running at `t`."""
-    hit = intervals.stab(points, slices).filter(_same_thread)
-    best = hit.sort(["ts_ns", "dur_ns", "eid"], descending=[True, False, True]).unique("gid", keep="first")
+    best = intervals.innermost(points, slices, on=["pid", "tid"])
     return best.select("gid", "eid", "name").cast({"gid": I64, "eid": I64, "name": STR})
 
 

@@ -47,12 +47,14 @@ while the autograd thread runs the backward pass).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import networkx as nx
 import polars as pl
 
 from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
+from tracekit.analysis.longest import EdgeOrder, longest_path
 from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
 from tracekit.analysis.windows import STEP_NAME
@@ -86,9 +88,12 @@ _WORK_SCHEMA: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class DepGraph:
-    """Result of `build_graph`. The graph's nodes are ints; edge attribute `weight` (ns)."""
+    """Result of `build_graph`. The graph's nodes are ints; edge attribute `weight` (ns).
 
-    graph: nx.DiGraph
+    `graph` (the networkx DiGraph) is built on first use only: the critical path and the
+    what-if estimates run on the edge arrays (`longest.EdgeOrder`, shared via `edge_order`).
+    """
+
     edges: pl.DataFrame  # EDGE_SCHEMA: every graph edge (cpu edges are chains of segments)
     segments: pl.DataFrame  # SEGMENT_SCHEMA: the CPU pieces; `src` = the cpu edge they make up
     syncs: pl.DataFrame  # SYNC_SCHEMA: blocking calls and the GPU work each waited for
@@ -104,6 +109,36 @@ class DepGraph:
     @property
     def window_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The edges as a DiGraph: attribute `weight`, and `inferred` on inferred edges."""
+        graph = nx.DiGraph()
+        graph.add_edges_from(zip(self.edges["src"].to_list(), self.edges["dst"].to_list(),
+                                 [{"weight": w} for w in self.edges["weight_ns"].to_list()]))
+        inferred = self.edges.filter(pl.col("inferred"))
+        marks = dict.fromkeys(zip(inferred["src"].to_list(), inferred["dst"].to_list()), True)
+        nx.set_edge_attributes(graph, marks, "inferred")
+        return graph
+
+    @cached_property
+    def edge_order(self) -> EdgeOrder:
+        """The edges in topological positions, computed once for the path and every what-if."""
+        return EdgeOrder.of(self)
+
+    @cached_property
+    def longest(self) -> tuple[list[int], int]:
+        """The longest path's nodes and weight (`longest.longest_path`), computed once for
+        the critical path and every what-if."""
+        if self.edges.is_empty():
+            return [], 0
+        order = self.edge_order
+        return longest_path(order, order.weights(self.edges["weight_ns"]))
+
+    @property
+    def path_weight_ns(self) -> int:
+        """Weight of the longest path (0 without edges)."""
+        return self.longest[1]
 
 
 def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None = None,
@@ -133,15 +168,10 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     edges, order = _in_order(edges.unique(["src", "dst"], keep="first", maintain_order=True), points, work)
     dropped = edges.filter(~pl.col("_ok")).height
     edges = edges.filter("_ok").drop("_ok")
-    graph = nx.DiGraph()
-    graph.add_edges_from(zip(edges["src"].to_list(), edges["dst"].to_list(),
-                             [{"weight": w} for w in edges["weight_ns"].to_list()]))
     inferred = edges.filter(pl.col("inferred"))
-    marks = dict.fromkeys(zip(inferred["src"].to_list(), inferred["dst"].to_list()), True)
-    nx.set_edge_attributes(graph, marks, "inferred")
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
     kept = nested.select("eid", "name", "role", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid")
-    return DepGraph(graph=graph, edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
+    return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
                     edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=inferred.height,
                     dropped_edges=dropped, order=order,
                     sync_records=_records(trace, w0, w1).height)
@@ -216,14 +246,17 @@ def _points(nested: pl.DataFrame) -> pl.DataFrame:
 
     At equal times ends come before starts, inner ends before outer ones, outer starts
     before inner ones. A zero-length slice has only its start point. `owner` is the
-    innermost slice open right after the point.
+    innermost slice open right after the point. Threads sort as (pid, tid) through one
+    integer per thread (`_thread`, their rank): sorting on two strings costs more.
     """
     dur = pl.col("end_ns") - pl.col("ts_ns")
-    starts = nested.select("pid", "tid", "eid", t=pl.col("ts_ns"), opening=pl.lit(True), key=pl.col("depth"),
-                           owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
-    ends = nested.filter(dur > 0).select("pid", "tid", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
+    threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
+    nested = nested.join(threads, on=["pid", "tid"], how="left", nulls_equal=True)
+    starts = nested.select("pid", "tid", "_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
+                           key=pl.col("depth"), owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
+    ends = nested.filter(dur > 0).select("pid", "tid", "_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
                                          key=-pl.col("depth"), owner=pl.col("parent_eid"))
-    pts = pl.concat([starts, ends]).sort("pid", "tid", "t", "opening", "key", "eid")
+    pts = pl.concat([starts, ends]).sort("_thread", "t", "opening", "key", "eid").drop("_thread")
     return pts.with_row_index("node").with_columns(pl.col("node").cast(I64),
                                                    lane=pl.format("cpu:{}:{}", "pid", "tid"))
 

@@ -5,7 +5,8 @@ before its start is read as zero-length at its start.
 
 - `union`: merge overlapping or touching intervals per group. Sort by start within the
   group; a row opens a new run when its start is after the running maximum of the ends of
-  the rows before it (`cum_max` of end, shifted by one); runs are then aggregated.
+  the rows before it (`cum_max` of end, shifted by one); a run starts at its first row and
+  ends at that running maximum on its last row (no group_by, and the order is kept).
 - `union_ns` / `total_union_ns`: the length of that union, per group or in all.
 - `gaps`: the holes between the merged intervals of each group inside its bounds, each with
   its position (`before_first`, `between`, `after_last`, or `empty` when the bounds hold no
@@ -14,6 +15,13 @@ before its start is read as zero-length at its start.
   inside each of many windows (an interval-overlap join).
 - `covered_ns`: for query intervals, how much of each is covered by a set of intervals.
 - `stab`: for points, every interval that contains them.
+- `innermost`: for points, the one slice with the same keys (e.g. thread) that contains
+  them and started last. Sort the slices by key and start; the candidates of a point are
+  the slices up to the last one that started at or before it (an as-of join); the answer
+  is the last of those that ends after the point, found by binary lifting over running
+  maxima of the ends (log2(n) vectorised steps, no pairs of point and slice formed).
+- `touched`: the slices that contain at least one point with the same keys: the number
+  of points inside a slice is a difference of two as-of counts.
 
 The joins on time use `DataFrame.join_where` with exactly two inequalities (Polars runs
 those as an IEJoin); equality keys are applied afterwards as a filter, because mixing them
@@ -53,11 +61,13 @@ def union(frame: pl.DataFrame, *, by: Sequence[str] = (), start: str = "ts_ns",
         return pl.DataFrame(schema=schema)
     rows, keys = _keys(rows, by)
     rows = rows.sort([*keys, "start_ns"])
-    before = pl.col("end_ns").cum_max().shift(1).over(keys)
-    fresh = (before.is_null() | (pl.col("start_ns") > before)).cast(I64)
-    runs = rows.with_columns(_run=fresh.cum_sum().over(keys))
-    merged = runs.group_by([*keys, "_run"]).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-    return merged.sort([*keys, "start_ns"]).select(*by, "start_ns", "end_ns")
+    first = pl.int_range(pl.len()) == 0
+    group_start = first | pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys)
+    rows = rows.with_columns(_reach=pl.col("end_ns").cum_max().over(keys), _new=group_start)
+    rows = rows.with_columns(_fresh=pl.col("_new") | (pl.col("start_ns") > pl.col("_reach").shift(1)))
+    starts = rows.filter("_fresh").select(*by, "start_ns")
+    ends = rows.filter(pl.col("_fresh").shift(-1, fill_value=True)).select(end_ns="_reach")
+    return pl.concat([starts, ends], how="horizontal")
 
 
 def union_ns(frame: pl.DataFrame, *, by: Sequence[str], start: str = "ts_ns",
@@ -187,3 +197,68 @@ def stab(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: st
         right = {(f"{c}_right" if c in points.columns else c): t for c, t in slices.schema.items()}
         return pl.DataFrame(schema={**points.schema, **right})
     return points.join_where(slices, pl.col(at) >= pl.col(start), pl.col(at) < pl.col(end))
+
+
+def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], at: str = "t",
+              start: str = "ts_ns", end: str = "end_ns", length: str = "dur_ns", order: str = "eid") -> pl.DataFrame:
+    """For each point, the slice with the same `on` values that contains it (`start <= at < end`)
+    and starts last; of several, the shortest (`length`), then the highest `order`.
+
+    The same pick as `stab` filtered on the keys and sorted by (start desc, length asc, order
+    desc, nulls first), without forming every pair. Returns the points that have one, with
+    the slice's columns (those not in `on`) added.
+    """
+    keys = list(on)
+    cols = [c for c in slices.columns if c not in keys]
+    if points.is_empty() or slices.is_empty():
+        return pl.DataFrame(schema={**points.schema, **{c: slices.schema[c] for c in cols}})
+    # ascending order in which the pick is the *last* candidate (nulls of length/order last: they win ties)
+    rows = slices.drop_nulls([*keys, start, end]).sort(
+        [*keys, start, length, order], descending=[False] * len(keys) + [False, True, False], nulls_last=True
+    ).with_row_index("_i")
+    last = rows.unique([*keys, start], keep="last", maintain_order=True).select(*keys, start, _i=pl.col("_i").cast(I64))
+    pts = points.with_row_index("_pt").drop_nulls([*keys, at]).sort(at)
+    cand = pts.join_asof(last.sort(start), left_on=at, right_on=start, by=keys, strategy="backward",
+                         check_sortedness=False).filter(pl.col("_i").is_not_null())
+    # binary lifting: peaks[j][i] = max end over rows (i - 2^j, i]; skip a block that ends by `at`
+    ends = rows[end].cast(I64)
+    peaks = [ends]
+    while (1 << (len(peaks) - 1)) < rows.height:
+        size = 1 << (len(peaks) - 1)
+        prev = peaks[-1]
+        peaks.append(pl.select(pl.max_horizontal(prev, prev.shift(size))).to_series())
+    i, t = cand["_i"], cand[at].cast(I64)
+    for level in reversed(range(len(peaks))):
+        skip = (i >= 0) & (peaks[level].gather(i.clip(lower_bound=0)) <= t)
+        i = pl.select(pl.when(skip).then(i - (1 << level)).otherwise(i)).to_series()
+    found = cand.select("_pt", *keys, at, _i=i).filter(pl.col("_i") >= 0)
+    picked = rows.select(*keys, *cols, _i=pl.col("_i").cast(I64)).rename({k: f"_s_{k}" for k in keys})
+    found = found.join(picked, on="_i", how="left")
+    same = pl.all_horizontal(*[pl.col(k) == pl.col(f"_s_{k}") for k in keys], pl.col(end) > pl.col(at))
+    found = found.filter(same).select("_pt", *cols)
+    out = points.with_row_index("_pt").join(found, on="_pt", how="inner", maintain_order="left")
+    return out.drop("_pt")
+
+
+def touched(slices: pl.DataFrame, points: pl.DataFrame, *, on: Sequence[str], at: str = "t",
+            start: str = "ts_ns", end: str = "end_ns") -> pl.DataFrame:
+    """The rows of `slices` that contain at least one point with the same `on` values
+    (`start <= at < end`; integer times), in their order.
+
+    Points per key are counted up to a time with an as-of join on their distinct times:
+    a slice holds count(at <= end - 1) - count(at <= start - 1) of them.
+    """
+    keys = list(on)
+    if slices.is_empty() or points.is_empty():
+        return slices.clear()
+    counts = (points.drop_nulls([*keys, at]).group_by([*keys, at]).len().sort([*keys, at])
+              .select(*keys, _t=pl.col(at).cast(I64), _n=pl.col("len").cum_sum().over(keys).cast(I64)))
+    rows = slices.with_row_index("_row").drop_nulls([*keys, start, end]).select(
+        "_row", *keys, _lo=pl.col(start).cast(I64) - 1, _hi=pl.col(end).cast(I64) - 1)
+    upto = counts.sort("_t")
+    rows = rows.sort("_hi").join_asof(upto, left_on="_hi", right_on="_t", by=keys, strategy="backward",
+                                      check_sortedness=False).rename({"_n": "_n_hi"}).drop("_t")
+    rows = rows.sort("_lo").join_asof(upto, left_on="_lo", right_on="_t", by=keys, strategy="backward",
+                                      check_sortedness=False)
+    hit = rows.filter(pl.col("_n_hi").fill_null(0) > pl.col("_n").fill_null(0)).select("_row")
+    return slices.with_row_index("_row").join(hit, on="_row", how="semi", maintain_order="left").drop("_row")

@@ -6,6 +6,8 @@
   (Kineto since 2021). Where a trace has no External ids (or no match), the innermost
   `cpu_op` on the same thread whose span contains the call is used instead ("containment").
 - A GPU row with no launch match but an `External id` of its own is tied to that op.
+
+Inside `shared.sharing()` (every `analyse()` run) each frame is computed once per trace.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.shared import remember
 from tracekit.model import GPU_WORK_CATS, Trace
 
 LAUNCH_COLUMNS = {
@@ -27,13 +30,17 @@ OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
-    """The `cpu_op` slices with `depth` and `parent_eid`."""
-    return with_parents(trace.ops.filter(pl.col("cat") == "cpu_op"))
+    """The `cpu_op` slices with `depth` and `parent_eid` (once per trace in `shared.sharing()`)."""
+    return remember("cpu_ops", (trace,), lambda: with_parents(trace.ops.filter(pl.col("cat") == "cpu_op")))
 
 
 def launch_ops(trace: Trace, *, ops: pl.DataFrame | None = None) -> pl.DataFrame:
     """Every runtime/driver call plus the CPU op that made it (`op_eid`, `op_name`, `link`)."""
     ops = cpu_ops(trace) if ops is None else ops
+    return remember("launch_ops", (trace, ops), lambda: _launch_ops(trace, ops))
+
+
+def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     rt = trace.runtime
     if rt.is_empty() or ops.is_empty():
         return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
@@ -80,8 +87,12 @@ def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None) -> pl.DataF
     Added columns: launch_eid, launch_name, launch_ts_ns, launch_end_ns, launch_pid,
     launch_tid, op_eid, op_name, op_external_id, link (null where no link was found).
     """
-    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
     launches = launch_ops(trace) if launches is None else launches
+    return remember("gpu_links", (trace, launches), lambda: _gpu_links(trace, launches))
+
+
+def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
+    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
     calls = (
         launches.filter(pl.col("correlation").is_not_null())
         .unique("correlation", keep="first")

@@ -19,26 +19,33 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     if ops.is_empty():
         return ops.with_columns(depth=pl.lit(None, pl.Int64), parent_eid=pl.lit(None, pl.Int64))
     ordered = ops.sort([*KEYS, "ts_ns", "dur_ns", "eid"], descending=[False, False, False, True, False])
-    ordered = ordered.with_columns(_order=pl.int_range(pl.len(), dtype=pl.Int64).over(KEYS))
+    # one integer per thread (the joins below key on it instead of two strings) and the order
+    # index within the thread, from where each thread's run of rows starts
+    first = pl.int_range(pl.len(), dtype=pl.Int64)
+    fresh = (first == 0) | pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in KEYS)
+    ordered = ordered.with_columns(_g=fresh.cum_sum().cast(pl.Int64),
+                                   _order=first - pl.when(fresh).then(first).forward_fill())
     ended = _ended_before(ordered)
     ordered = ordered.join(ended, on="eid", how="left").with_columns(
         depth=(pl.col("_order") - pl.col("_ended")).clip(lower_bound=0)
     )
-    right = ordered.select(*KEYS, "_order", pl.col("depth").alias("_parent_depth"), pl.col("eid").alias("parent_eid"))
+    right = ordered.select("_g", "_order", pl.col("depth").alias("_parent_depth"), pl.col("eid").alias("parent_eid"))
     left = ordered.with_columns(_parent_depth=pl.col("depth") - 1)
-    joined = left.sort("_order").join_asof(
-        right.sort("_order"), on="_order", by=[*KEYS, "_parent_depth"], strategy="backward",
+    joined = left.join_asof(
+        right, on="_order", by=["_g", "_parent_depth"], strategy="backward",
         allow_exact_matches=False, check_sortedness=False,
     )
-    return joined.drop("_order", "_ended", "_parent_depth").sort("ts_ns", "eid")
+    return joined.drop("_g", "_order", "_ended", "_parent_depth").sort("ts_ns", "eid")
 
 
 def _ended_before(ordered: pl.DataFrame) -> pl.DataFrame:
-    """Per slice: how many slices on its thread ended at or before its start."""
-    ends = ordered.select(*KEYS, pl.col("end_ns").alias("_t")).sort([*KEYS, "_t"])
-    ends = ends.with_columns(_n=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(KEYS))
-    starts = ordered.select(*KEYS, "eid", "dur_ns", pl.col("ts_ns").alias("_t")).sort([*KEYS, "_t"])
-    counted = starts.join_asof(ends, on="_t", by=KEYS, strategy="backward", check_sortedness=False)
+    """Per slice: how many slices on its thread (`_g`) ended at or before its start."""
+    ends = ordered.select("_g", pl.col("end_ns").alias("_t")).sort("_g", "_t")
+    first = pl.int_range(pl.len(), dtype=pl.Int64)
+    fresh = (first == 0) | (pl.col("_g") != pl.col("_g").shift(1))
+    ends = ends.with_columns(_n=first + 1 - pl.when(fresh).then(first).forward_fill())
+    starts = ordered.select("_g", "eid", "dur_ns", pl.col("ts_ns").alias("_t"))  # sorted by (_g, _t) already
+    counted = starts.join_asof(ends, on="_t", by="_g", strategy="backward", check_sortedness=False)
     # a zero-length slice ends at its own start: it must not count itself
     own = (pl.col("dur_ns") == 0).cast(pl.Int64)
     return counted.select("eid", _ended=(pl.col("_n").fill_null(0) - own).clip(lower_bound=0))

@@ -42,6 +42,8 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis import shared
+
 KERNEL_CLASSES: tuple[str, ...] = (
     "gemm", "conv", "attention", "softmax", "normalization", "elementwise", "reduction",
     "pooling", "embedding", "indexing", "copy", "sort_scan", "communication", "memcpy",
@@ -301,9 +303,28 @@ def _tensor_cores() -> pl.Expr:
 
 
 def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
-    """One row per unique non-null name, sorted by name, with every taxonomy attribute."""
+    """One row per unique non-null name, sorted by name, with every taxonomy attribute.
+
+    Inside `shared.sharing()` (an `analyse()` run) each name is classified once: the many
+    analyses that classify the same kernel names reuse the rows found before.
+    """
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
     frame = series.cast(pl.String()).rename("name").drop_nulls().unique().sort().to_frame()
+    memo = shared.store()
+    if memo is None:
+        return _classify(frame)
+    known = memo.get("taxonomy")
+    if known is None:
+        known = memo["taxonomy"] = _classify(frame)
+        return known
+    new = frame.join(known.select("name"), on="name", how="anti")
+    if new.height:
+        known = memo["taxonomy"] = pl.concat([known, _classify(new)])
+    return frame.join(known, on="name", how="left", maintain_order="left")
+
+
+def _classify(frame: pl.DataFrame) -> pl.DataFrame:
+    """The taxonomy attributes of a frame of unique names (CLASSIFICATION_SCHEMA)."""
     tiled = pl.col("kernel_class").is_in(TILED_CLASSES)
     return (
         frame.with_columns(_key=pl.col("name").str.replace_all(r"(?i)fbgemm", "fbg"))

@@ -20,10 +20,12 @@ Scenarios:
 - `faster(kernel_class, factor)`: GPU activities of one taxonomy class (`gemm`,
   `attention`, ..., or `memcpy`/`memset`) `factor` times faster.
 
-The longest-path weight is the dynamic programme `nx.dag_longest_path` runs (relax every
-edge in topological order of its source; a path may start at any node, so distances
-never go below 0), done on the edge arrays with one topological order (`Order`) computed
-once per graph and shared by all scenarios, instead of building a new DiGraph each time.
+The longest-path weight is the dynamic programme `nx.dag_longest_path` runs (a path may
+start at any node, so distances never go below 0), done on the edge arrays
+(`longest.longest_weight`) with one topological order (`Order`, the graph's
+`edge_order`) computed once per graph and shared by all scenarios and the critical path,
+instead of building a new DiGraph each time. The current weight is computed once per
+graph too (`current_weight`).
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
 import polars as pl
 
 from tracekit.analysis.graph import DepGraph
+from tracekit.analysis.longest import EdgeOrder, longest_weight
+from tracekit.analysis.shared import remember
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.errors import UsageError
 
@@ -66,42 +69,27 @@ class WhatIf:
                 "saved_ns": self.saved_ns, "saved_share": self.saved_share, "estimate_ns": self.estimate_ns}
 
 
-@dataclass(frozen=True)
-class Order:
-    """The edges of a DepGraph as topological positions, sorted by source position."""
-
-    src: list[int]
-    dst: list[int]
-    perm: pl.Series  # row of dep.edges for each position in src/dst
-    nodes: int
-
-    @classmethod
-    def of(cls, dep: DepGraph) -> Order:
-        topo = dep.order or list(nx.topological_sort(dep.graph))
-        index = pl.DataFrame({"node": topo, "pos": range(len(topo))}, schema={"node": I64, "pos": I64})
-        e = dep.edges.with_row_index("_row").join(index.rename({"node": "src", "pos": "_s"}), on="src").join(
-            index.rename({"node": "dst", "pos": "_d"}), on="dst").filter(pl.col("_s") < pl.col("_d")).sort("_s")
-        return cls(src=e["_s"].to_list(), dst=e["_d"].to_list(), perm=e["_row"], nodes=len(topo))
+Order = EdgeOrder  # the edges in topological positions (`DepGraph.edge_order`)
 
 
 def path_weight(dep: DepGraph, weights: pl.Series | None = None, *, order: Order | None = None) -> int:
     """Weight of the longest path, with `weights` (aligned with `dep.edges`) if given."""
     if dep.edges.is_empty():
         return 0
-    order = order or Order.of(dep)
-    w = (dep.edges["weight_ns"] if weights is None else weights).gather(order.perm).to_list()
-    dist = [0] * order.nodes
-    for s, d, x in zip(order.src, order.dst, w):
-        v = dist[s] + x
-        dist[d] = max(dist[d], v)
-    return max(dist)
+    order = order or dep.edge_order
+    return longest_weight(order, order.weights(dep.edges["weight_ns"] if weights is None else weights))
 
 
 def no_launch_overhead(dep: DepGraph, *, order: Order | None = None) -> WhatIf:
-    """Launch and Python overhead on the CPU gone (CUDA graphs / torch.compile)."""
-    weights = _cpu_without(dep, HOST)
-    return _estimate(dep, "no_launch_overhead", "launch and Python overhead removed (CUDA graphs, torch.compile)",
-                     weights, order)
+    """Launch and Python overhead on the CPU gone (CUDA graphs / torch.compile). Once per
+    graph inside `shared.sharing()`: the report's scenarios and the `host_bound_path` rule
+    both ask for it."""
+    def compute() -> WhatIf:
+        weights = _cpu_without(dep, HOST)
+        return _estimate(dep, "no_launch_overhead", "launch and Python overhead removed (CUDA graphs, torch.compile)",
+                         weights, order)
+
+    return remember("whatif.no_launch_overhead", (dep,), compute)
 
 
 def no_syncs(dep: DepGraph, *, call_eids: Iterable[int] | None = None, order: Order | None = None) -> WhatIf:
@@ -129,7 +117,7 @@ def faster(dep: DepGraph, *, kernel_class: str, factor: float, order: Order | No
 
 def standard(dep: DepGraph) -> list[WhatIf]:
     """The scenarios a report shows: no launch overhead, no syncs, the top GPU class 2x faster."""
-    order = Order.of(dep)
+    order = dep.edge_order
     out = [no_launch_overhead(dep, order=order), no_syncs(dep, order=order)]
     gpu = dep.edges.filter(pl.col("kind") == "gpu")
     if gpu.height:
@@ -153,8 +141,8 @@ def _cpu_weights(dep: DepGraph, segments: pl.DataFrame) -> pl.Series:
 
 
 def _estimate(dep: DepGraph, scenario: str, description: str, weights: pl.Series, order: Order | None) -> WhatIf:
-    order = order or Order.of(dep)
-    now = path_weight(dep, order=order)
+    order = order or dep.edge_order
+    now = dep.path_weight_ns
     then = path_weight(dep, weights, order=order)
     saved = max(0, now - then)
     return WhatIf(scenario=scenario, description=description, window_ns=dep.window_ns, weight_ns=now,

@@ -1,0 +1,56 @@
+"""Intermediate frames shared by the analyses of one `analyse()` run.
+
+Many analyses start from the same derived frames of a trace: the cpu_op tree
+(`links.cpu_ops`), the launch links (`links.launch_ops`, `links.gpu_links`), the kernel
+taxonomy of the GPU names (`taxonomy.classify_names`). Each computed them again, and
+together the repeats cost more than most analyses themselves.
+
+Inside `sharing()` (which `analyse()` enters), `remember(name, inputs, compute)` runs
+`compute` once per name and identity of the `inputs` and hands back the same frame
+afterwards. Outside it, it simply computes: standalone calls (tests, single-analysis
+commands) behave as before, and nothing outlives the `with` block. An entry holds its
+input objects, so their ids cannot be reused by other objects while it lives. The memo is
+a context variable: threads and tasks that did not enter `sharing()` never see it.
+Results are Polars frames, never modified in place, so sharing one object is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_MEMO: ContextVar[dict[Any, Any] | None] = ContextVar("tracekit_shared_frames", default=None)
+
+
+@contextmanager
+def sharing() -> Iterator[None]:
+    """Share intermediates computed inside the block (nested blocks join the outer one)."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def remember(name: str, inputs: tuple[Any, ...], compute: Callable[[], T]) -> T:
+    """`compute()`, once per (name, identity of each input) inside `sharing()`."""
+    memo = _MEMO.get()
+    if memo is None:
+        return compute()
+    key = (name, *map(id, inputs))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (inputs, compute())
+    return hit[1]
+
+
+def store() -> dict[Any, Any] | None:
+    """The memo of the current `sharing()` block (None outside one), for caches of their own
+    shape (e.g. the taxonomy by name)."""
+    return _MEMO.get()
