@@ -85,6 +85,8 @@ def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.LazyFrame:
     for f in ("pid", "tid", "id"):
         if f + "_i" in have:
             fixes.append(pl.col(f + "_i").cast(STR).alias(f))
+            if key in _NUMBERS_KEPT.get(f, ()):  # the number itself, so it is not parsed back from text
+                fixes.append(pl.col(f + "_i").alias(f + "_num"))
         elif f in have:
             fixes.append(_null_if(pl.col(f), A.STR_NULL).alias(f))
     for f, out in (("ts", "ts_ns"), ("dur", "dur_ns")):
@@ -114,6 +116,11 @@ def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.LazyFrame:
         fixes.append(dims.alias("input_dims"))
     drop = [c for c in frame.columns if c.endswith(("_i", "_c")) or c in ("ts", "dur", "ts_n", "dur_n")]
     return frame.lazy().with_columns(fixes).drop(drop)
+
+
+# integer pid/tid/id kept as numbers too where a frame reads them as numbers (GPU device
+# and stream from pid/tid, flow ids): `<f>_num`, which the projections drop
+_NUMBERS_KEPT = {"pid": ("gpu",), "tid": ("gpu",), "id": ("flows",)}
 
 
 def _decode(codes: str, values: list[str]) -> pl.Expr:
@@ -184,6 +191,11 @@ def project_runtime(lf: pl.LazyFrame) -> pl.LazyFrame:
     return lf.select(_project({"end_ns": _end(), "external_id": _ext(have)}, RUNTIME_SCHEMA, have))
 
 
+def _number_in(col: str, have: list[str]) -> pl.Expr:
+    """The integer of a pid/tid: the number itself when it was written as one."""
+    return pl.col(col + "_num") if col + "_num" in have else _int_in(pl.col(col))
+
+
 def _int_in(text: pl.Expr) -> pl.Expr:
     """The integer in a pid/tid such as '7' or 'stream 7' (null when there is none)."""
     return text.str.extract(r"(-?\d+)\s*$", 1).cast(pl.Int64, strict=False)
@@ -192,8 +204,8 @@ def _int_in(text: pl.Expr) -> pl.Expr:
 def project_gpu(lf: pl.LazyFrame) -> pl.LazyFrame:
     have = lf.collect_schema().names()
     exprs: dict[str, pl.Expr] = {
-        "device": pl.coalesce(_c("device", have), _int_in(pl.col("pid"))),
-        "stream": pl.coalesce(_c("stream", have), _int_in(pl.col("tid"))),
+        "device": pl.coalesce(_c("device", have), _number_in("pid", have)),
+        "stream": pl.coalesce(_c("stream", have), _number_in("tid", have)),
         "end_ns": _end(),
         "external_id": _ext(have),
         "registers_per_thread": _c("registers", have),
@@ -217,6 +229,11 @@ def slices_by_frame(lf: pl.LazyFrame) -> dict[str, pl.LazyFrame]:
         "runtime": project_runtime(lf.filter(runtime)),
         "gpu": project_gpu(lf.filter(gpu)),
     }
+
+
+def _flow_ids(have: list[str]) -> pl.Expr:
+    """A flow group's ids: the integers as they came, else parsed from the text."""
+    return pl.col("id_num") if "id_num" in have else _flow_id(pl.col("id"))
 
 
 def _flow_id(id_text: pl.Expr) -> pl.Expr:
@@ -272,7 +289,7 @@ def chunk_parts(batch: Batch) -> Parts:
     order: list[pl.LazyFrame] = []
     for key, ipc in batch["groups"].items():
         lf = group_frame(key, ipc, batch["dicts"])
-        conditions = _stat_conditions(key)
+        conditions = _stat_conditions(key, lf.collect_schema().names())
         if conditions:
             stat_frames.append(lf.select(_stat_exprs(conditions)))
         if key != "meta":
@@ -286,7 +303,7 @@ def chunk_parts(batch: Batch) -> Parts:
             plans[key] = PROJECT[key](lf)
         elif key == "flows":
             have = lf.collect_schema().names()
-            plans[key] = lf.with_columns(flow_id=_flow_id(pl.col("id")), binding_point=pl.col("bp")).select(
+            plans[key] = lf.with_columns(flow_id=_flow_ids(have), binding_point=pl.col("bp")).select(
                 _project({}, FLOWS_SCHEMA, [*have, "flow_id", "binding_point"]))
         elif key == "instants":
             have = lf.collect_schema().names()
@@ -316,7 +333,7 @@ def chunk_parts(batch: Batch) -> Parts:
     return Parts(batch["n"], frames, stats, kineto, batch["bad_types"], batch["dropped"])
 
 
-def _stat_conditions(key: str) -> dict[str, pl.Expr]:
+def _stat_conditions(key: str, have: list[str]) -> dict[str, pl.Expr]:
     """The note counts a group contributes to, as row conditions."""
     ts, dur, ph = pl.col("ts_ns"), pl.col("dur_ns"), pl.col("ph")
     out: dict[str, pl.Expr] = {}
@@ -333,7 +350,7 @@ def _stat_conditions(key: str) -> dict[str, pl.Expr]:
     if key in WITH_ARGS_TEXT:  # `args` that is not an object (null reads as absent)
         out["bad_args_type"] = pl.col("args").is_not_null() & ~pl.col("args").str.starts_with("{")
     if key == "flows":
-        out["bad_flow_id"] = ts.is_not_null() & _flow_id(pl.col("id")).is_null()
+        out["bad_flow_id"] = ts.is_not_null() & _flow_ids(have).is_null()
     return out
 
 

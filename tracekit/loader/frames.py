@@ -184,11 +184,13 @@ def counters_frame(rows: pl.DataFrame) -> pl.DataFrame:
 def skew_note(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
     if runtime.is_empty() or gpu.is_empty():
         return
-    launches = runtime.filter(pl.col("correlation").is_not_null()).select("correlation", launch_ts=pl.col("ts_ns"))
+    first = pl.col("correlation").is_not_null() & pl.col("correlation").is_first_distinct()  # the first call of an id
+    launches = runtime.lazy().filter(first).select("correlation", launch_ts=pl.col("ts_ns"))
     early = (
-        gpu.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
-        .join(launches.unique("correlation", keep="first"), on="correlation", how="inner")
+        gpu.lazy().filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])).select("eid", "ts_ns", "correlation")
+        .join(launches, on="correlation", how="inner")
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
+        .collect()
     )
     notes.rows_of("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
 
