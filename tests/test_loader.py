@@ -316,3 +316,18 @@ def test_trace_files_skips_capture_indexes(tmp_path):
     from tracekit.loader import trace_files
 
     assert [p.relative_to(tmp_path).as_posix() for p in trace_files(tmp_path)] == ["a.json.gz", "sub/b.pt.trace.json"]
+
+
+def test_gpu_work_before_its_launch_is_noted_against_the_first_call_of_its_id():
+    """Clock skew: a kernel that starts before the host call that launched it. When two calls
+    share a correlation id, the earlier one is the launch."""
+    b = TraceBuilder()
+    b.launch_kernel("k_ok", launch_ns=1_000, launch_dur_ns=500, start_ns=2_000, dur_ns=100)
+    b.launch_kernel("k_early", launch_ns=10_000, launch_dur_ns=500, start_ns=9_000, dur_ns=100)
+    shared = b.runtime("cudaLaunchKernel", 20_000, 500)
+    b.runtime("cudaLaunchKernel", 12_000, 500, corr=shared)  # the same id, earlier in time
+    b.kernel("k_shared", 15_000, 100, corr=shared)  # after the first call (12,000): not early
+    t = tracekit.loads(b.text().encode())
+    row = t.warnings.filter(pl.col("code") == "gpu_before_launch").row(0, named=True)
+    assert row["count"] == 1
+    assert row["first_eid"] == t.gpu.filter(pl.col("name") == "k_early")["eid"].item()
