@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,9 @@ def test_wheel_ships_templates_and_renders(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
                    check=True, capture_output=True)
     wheel = next(dist.glob("tracekit-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    if shutil.which("cc") or shutil.which("gcc"):  # the compiled scanner is in the wheel
+        assert any(n.startswith("tracekit/loader/_scan.") and n.endswith(".so") for n in names), names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
