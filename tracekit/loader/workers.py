@@ -53,21 +53,19 @@ def idle_cpu() -> bool:
         return True
 
 
-MIN_BYTES_FOR_THREAD = 8 * 1024 * 1024  # below this, one chunk or two: nothing to share
-
-
 def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> ThreadHelper | Helper | None:
     """The helper for a load of `size_bytes` (None: the main thread decodes everything).
 
-    With the native scanner, a thread: it shares the text without copying and costs
-    nothing to start. Without it, a forked process (the Python path holds the GIL)."""
+    With the native scanner, the main thread decodes alone unless asked (`workers` >= 1:
+    a thread): the reading thread and the Polars plans already keep the second core busy,
+    and a third decoding thread measured slower. Without it, a forked process when the
+    trace is large (the Python path holds the GIL)."""
     from tracekit.loader.native import available
 
     if workers == 0:
         return None
     if available():
-        big = size_bytes * (GZIP_RATIO if compressed else 1) >= MIN_BYTES_FOR_THREAD
-        return ThreadHelper() if (workers is not None or (big and _cpus() >= 2)) else None
+        return ThreadHelper() if workers is not None else None
     return Helper() if want_helper(workers, size_bytes, compressed) else None
 
 
