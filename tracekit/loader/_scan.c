@@ -753,6 +753,7 @@ static int buf_reserve(Buf *b, Py_ssize_t more) {
 }
 
 static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (n == 0) return 0;
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, s, n);
     b->len += n;
