@@ -21,9 +21,8 @@ there was nothing for the host to feed), an empty one `empty`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import polars as pl
 
 from tracekit import format as fmt
@@ -33,6 +32,9 @@ from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
 from tracekit.model import Trace
+
+if TYPE_CHECKING:  # networkx loads only where a DiGraph is needed (it takes ~0.1 s to import)
+    import networkx as nx
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -130,6 +132,8 @@ def path_nodes(dep: DepGraph) -> list[int]:
 def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[int] | None = None) -> list[int]:
     """`nx.dag_longest_path` (with `build_graph`'s topological order when given). Graphs from
     `build_graph` are acyclic by construction; for others, edges closing a cycle are cut."""
+    import networkx as nx
+
     for _ in range(1000):
         try:
             return nx.dag_longest_path(graph, weight=weight, default_weight=0, topo_order=topo_order)
@@ -174,27 +178,39 @@ def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.
 
 
 def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
-    """(eid, _ctx): nearest module-like ancestor-or-self, else the outermost cpu_op."""
-    info = slices.select("eid", "name", "role", "parent_eid").with_columns(
-        _module=pl.col("name").str.contains(MODULE)
-        | ((pl.col("role") == "python") & ~pl.col("name").str.contains(STEP_NAME)
-           & ~pl.col("name").str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading")))
-    cur = host.select("eid", _at="eid")
-    module, outer = [], []
-    for _ in range(max_depth):
-        if cur.is_empty():
-            break
-        cur = cur.join(info, left_on="_at", right_on="eid", how="inner")
-        hit = cur.filter("_module")
-        module.append(hit.select("eid", _m="name"))
-        outer.append(cur.filter(pl.col("role") == "op").select("eid", _o="name"))
-        cur = cur.filter(~pl.col("_module") & pl.col("parent_eid").is_not_null()).select("eid", _at="parent_eid")
+    """(eid, _ctx): nearest module-like ancestor-or-self, else the outermost cpu_op.
+
+    The walk up the tree follows parent pointers held as row positions (Series gathers),
+    one step per level for the host slices still climbing: a join per level against every
+    slice cost more than the whole walk (and grew with trace size times depth).
+    """
     schema = {"eid": I64, "_ctx": STR}
-    if not module:
+    if host.is_empty():
         return pl.DataFrame(schema=schema)
-    mods = pl.concat(module).unique("eid", keep="first", maintain_order=True)
-    tops = pl.concat(outer).unique("eid", keep="last", maintain_order=True)
-    out = host.join(mods, on="eid", how="left").join(tops.select("eid", "_o"), on="eid", how="left")
+    module = pl.col("name").str.contains(MODULE) | (
+        (pl.col("role") == "python") & ~pl.col("name").str.contains(STEP_NAME)
+        & ~pl.col("name").str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
+    info = slices.select("eid", "name", "parent_eid", hit=module.fill_null(False),
+                         go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),
+                         op=(pl.col("role") == "op").fill_null(False)).with_row_index("_i")
+    rows = info.select("eid", _i=pl.col("_i").cast(I64))
+    parent = info.join(rows.rename({"eid": "parent_eid", "_i": "_p"}), on="parent_eid", how="left",
+                       maintain_order="left")["_p"].fill_null(-1)
+    hit, go, op = info["hit"], info["go"], info["op"]
+    at = host.join(rows, on="eid", how="left", maintain_order="left")["_i"].fill_null(-1)
+    live = pl.int_range(at.len(), dtype=I64, eager=True).filter(at >= 0)
+    at = at.filter(at >= 0)
+    mod, top = pl.repeat(-1, host.height, dtype=I64, eager=True), pl.repeat(-1, host.height, dtype=I64, eager=True)
+    for _ in range(max_depth):
+        if live.is_empty():
+            break
+        is_op, is_hit, up = op.gather(at), hit.gather(at), go.gather(at)
+        top.scatter(live.filter(is_op), at.filter(is_op))  # the last op met on the way up is the outermost
+        mod.scatter(live.filter(is_hit), at.filter(is_hit))
+        live, at = live.filter(up), parent.gather(at.filter(up))
+        live, at = live.filter(at >= 0), at.filter(at >= 0)
+    names = info["name"]
+    out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)), _o=names.gather(top.set(top < 0, None)))
     return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
 
 

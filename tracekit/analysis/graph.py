@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import polars as pl
 
 from tracekit.analysis.breakdown import work_class
@@ -59,6 +59,9 @@ from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, Trace
+
+if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
+    import networkx as nx
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 CLASSES = ("cpu_compute", "python_overhead", "launch_overhead", "gpu_compute", "gpu_memory",
@@ -113,6 +116,8 @@ class DepGraph:
     @cached_property
     def graph(self) -> nx.DiGraph:
         """The edges as a DiGraph: attribute `weight`, and `inferred` on inferred edges."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         graph.add_edges_from(zip(self.edges["src"].to_list(), self.edges["dst"].to_list(),
                                  [{"weight": w} for w in self.edges["weight_ns"].to_list()]))

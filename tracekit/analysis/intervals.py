@@ -13,7 +13,9 @@ before its start is read as zero-length at its start.
   interval at all). Lengths of the union plus lengths of the gaps equal the bounds' length.
 - `clip_to_window`, `clip_to_windows`: keep the part of each interval inside one window or
   inside each of many windows (an interval-overlap join).
-- `covered_ns`: for query intervals, how much of each is covered by a set of intervals.
+- `covered_ns`: for query intervals, how much of each is covered by a set of intervals:
+  the merged intervals are disjoint, so a running sum of their lengths, read with two
+  as-of joins at each query's start and end, gives it (no pairs of query and interval).
 - `stab`: for points, every interval that contains them.
 - `innermost`: for points, the one slice with the same keys (e.g. thread) that contains
   them and started last. Sort the slices by key and start; the candidates of a point are
@@ -172,19 +174,35 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
     Queries that nothing covers, and empty queries, are absent (read them as 0).
     """
     out_schema = {"qid": I64, "covered_ns": I64}
-    merged = union(intervals, by=on, start=start, end=end)
-    queries = queries.filter(pl.col("q_end_ns") > pl.col("q_start_ns"))
+    merged = union(intervals, by=on, start=start, end=end).drop_nulls(list(on))
+    queries = queries.filter(pl.col("q_end_ns") > pl.col("q_start_ns")).drop_nulls(list(on))
     if queries.is_empty() or merged.is_empty():
         return pl.DataFrame(schema=out_schema)
-    right = merged.rename({k: f"_r_{k}" for k in on})
-    pairs = queries.select("qid", "q_start_ns", "q_end_ns", *on).join_where(
-        right, pl.col("start_ns") < pl.col("q_end_ns"), pl.col("end_ns") > pl.col("q_start_ns"))
-    for k in on:
-        pairs = pairs.filter(pl.col(k) == pl.col(f"_r_{k}"))
-    part = pl.min_horizontal("end_ns", "q_end_ns") - pl.max_horizontal("start_ns", "q_start_ns")
+    (merged, keys), (queries, _) = _keys(merged, on), _keys(queries, on)
+    # merged runs are disjoint and apart, so both their starts and their ends rise; per key,
+    # `_n` counts the runs up to one and `_cum` sums their lengths
+    runs = merged.with_columns(_n=pl.int_range(1, pl.len() + 1, dtype=I64).over(keys),
+                               _cum=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(keys)).sort("start_ns")
+    q = queries.select("qid", *keys, _qs=pl.col("q_start_ns").cast(I64), _qe=pl.col("q_end_ns").cast(I64),
+                       _t=pl.col("q_start_ns").cast(I64))
+    q = q.sort("_t").join_asof(runs, left_on="_t", right_on="start_ns", by=keys, strategy="backward",
+                               check_sortedness=False)
+    q = q.select("qid", *keys, "_qs", "_qe", _n1=pl.col("_n").fill_null(0), _c1=pl.col("_cum").fill_null(0),
+                 _s1=pl.col("start_ns"), _e1=pl.col("end_ns"), _t=pl.col("_qe") - 1)
+    q = q.sort("_t").join_asof(runs, left_on="_t", right_on="start_ns", by=keys, strategy="backward",
+                               check_sortedness=False)
+    # the last run starting at or before the query's start overlaps it when it ends after it
+    first_in = (pl.col("_e1") > pl.col("_qs")).fill_null(False)
+    count = pl.col("_n").fill_null(0) - pl.col("_n1") + first_in.cast(I64)
+    # covered length up to t: the runs before t, less the part of the last one after t
+    upto_end = pl.col("_cum").fill_null(0) - (pl.col("end_ns") - pl.col("_qe")).clip(lower_bound=0).fill_null(0)
+    upto_start = pl.col("_c1") - (pl.col("_e1") - pl.col("_qs")).clip(lower_bound=0).fill_null(0)
+    part = upto_end - upto_start
     if whole:
-        part = pl.col("end_ns") - pl.col("start_ns")
-    return pairs.group_by("qid").agg(covered_ns=part.sum()).cast(out_schema)
+        part = pl.col("_cum").fill_null(0) - pl.col("_c1") + pl.when(first_in).then(
+            pl.col("_e1") - pl.col("_s1")).otherwise(0)
+    found = q.filter(count > 0).select("qid", part=part)
+    return found.group_by("qid").agg(covered_ns=pl.col("part").sum()).cast(out_schema)
 
 
 def stab(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: str = "ts_ns",

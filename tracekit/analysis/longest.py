@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import polars as pl
 
 if TYPE_CHECKING:
@@ -44,7 +43,12 @@ class EdgeOrder:
 
     @classmethod
     def of(cls, dep: DepGraph) -> EdgeOrder:
-        topo = dep.order or list(nx.topological_sort(dep.graph))
+        if dep.order:
+            topo = dep.order
+        else:
+            import networkx as nx  # only for graphs without build_graph's order
+
+            topo = list(nx.topological_sort(dep.graph))
         index = pl.DataFrame({"node": topo, "pos": range(len(topo))}, schema={"node": I64, "pos": I64})
         e = dep.edges.select("src", "dst").with_row_index("_row").join(
             index.rename({"node": "src", "pos": "_s"}), on="src").join(
