@@ -7,7 +7,11 @@ down, or remembered by `shared.sharing()`), and returns an `Analysis` holding ea
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -77,30 +81,51 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
     calls = launch_ops(trace, ops=ops)
     links = gpu_links(trace, launches=calls)
     launches = launch_stats(trace, calls=calls, gpu=links)
-    core = dict(
-        timeline=timeline(trace),
-        breakdown=breakdown(trace),
-        gaps=gaps(trace, min_gap_ns=opts.min_gap_ns, links=links),
-        windows=windows(trace, links=links),
-        attribution=attribute(trace),
-        launches=launches,
-        syncs=sync_stats(trace),
-        copies=copy_stats(trace),
-        memory=memory_stats(trace),
-        compile=compile_stats(trace, launches=launches),
-        kernels=taxonomy.kernel_table(trace.gpu),
-        classes=taxonomy.class_table(trace.gpu, include_memory=True),
-        tensor_core_share=taxonomy.tensor_core_share(trace.gpu),
-        occupancy=occupancy_table(trace.gpu, trace.meta.devices),
-    )
-    notes: list[str] = []
     shared = {"ops": ops, "calls": calls, "links": links}
-    extra = {name: _optional(name, trace, opts, notes, shared) for name in ("critical_path", "attention", "roofline")}
+    notes: dict[str, list[str]] = {name: [] for name in OPTIONAL}
+    # independent analyses, longest first, on two threads: Polars releases the GIL while
+    # it works, so the second core is used; each result is the same whatever the order
+    tasks: dict[str, Callable[[], Any]] = {
+        name: partial(_optional, name, trace, opts, notes[name], shared) for name in OPTIONAL[:3]
+    }
+    tasks.update(
+        gaps=lambda: gaps(trace, min_gap_ns=opts.min_gap_ns, links=links),
+        timeline=lambda: timeline(trace),
+        breakdown=lambda: breakdown(trace),
+        windows=lambda: windows(trace, links=links),
+        attribution=lambda: attribute(trace),
+        syncs=lambda: sync_stats(trace),
+        copies=lambda: copy_stats(trace),
+        memory=lambda: memory_stats(trace),
+        compile=lambda: compile_stats(trace, launches=launches),
+        kernels=lambda: taxonomy.kernel_table(trace.gpu),
+        classes=lambda: taxonomy.class_table(trace.gpu, include_memory=True),
+        tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
+        occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
+    )
+    done = _run_all(tasks)
+    extra = {name: done.pop(name) for name in OPTIONAL[:3]}
+    core = {**done, "launches": launches}
     seed = {"nested": ops, "launches": calls, "timeline": core["timeline"], "gaps": core["gaps"],
             "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra}
-    findings = _optional("findings", trace, opts, notes, {**shared, "seed": seed})
-    whatifs = _optional("whatifs", trace, opts, notes, {"path": extra["critical_path"]}) or []
-    return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs, notes=notes)
+    findings = _optional("findings", trace, opts, notes["findings"], {**shared, "seed": seed})
+    whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": extra["critical_path"]}) or []
+    return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
+                    notes=[n for name in OPTIONAL for n in notes[name]])
+
+
+OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
+WORKERS = 2
+
+
+def _run_all(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run the tasks on `WORKERS` threads, each in a copy of this context (so they share
+    the `sharing()` memo); exceptions propagate as they would in a plain loop."""
+    if WORKERS < 2:
+        return {name: task() for name, task in tasks.items()}
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tracekit-analyse") as pool:
+        futures = {name: pool.submit(contextvars.copy_context().run, task) for name, task in tasks.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], shared: dict[str, Any]) -> Any:

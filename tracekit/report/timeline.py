@@ -38,25 +38,29 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
               "n": pl.Int64, "level": pl.Int64}
     if iv.is_empty() or t1 <= t0:
         return pl.DataFrame(schema=schema)
-    npp = (t1 - t0) / width
-    s = pl.col("start_ns").clip(t0, t1)
-    e = pl.col("end_ns").clip(t0, t1)
+    # integer arithmetic in units of 1/width ns, so that every sum, comparison and rounding
+    # below is exact: the same trace always draws the same runs (float sums grouped in
+    # parallel differ in their last bits from run to run)
+    span = t1 - t0  # one pixel, in these units
+    s = (pl.col("start_ns").clip(t0, t1) - t0) * width
+    e = (pl.col("end_ns").clip(t0, t1) - t0) * width
     body = iv.with_columns(s=s, e=e).filter(pl.col("e") > pl.col("s"))
     if body.is_empty():
         return pl.DataFrame(schema=schema)
     px = body.with_columns(
-        p=pl.int_ranges(((pl.col("s") - t0) / npp).floor().cast(pl.Int64),
-                        (((pl.col("e") - t0) / npp).ceil().cast(pl.Int64)).clip(upper_bound=width).clip(lower_bound=1))
+        p=pl.int_ranges(pl.col("s") // span, (-(-pl.col("e") // span)).clip(1, width))
     ).explode("p").filter(pl.col("p").is_not_null() & (pl.col("p") < width))
     px = px.with_columns(
-        ov=(pl.min_horizontal(pl.col("e"), t0 + (pl.col("p") + 1) * npp) - pl.max_horizontal(pl.col("s"), t0 + pl.col("p") * npp)).clip(lower_bound=0)
+        ov=(pl.min_horizontal(pl.col("e"), (pl.col("p") + 1) * span) - pl.max_horizontal(pl.col("s"), pl.col("p") * span))
+        .clip(lower_bound=0)
     )
     per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
-    per = per.with_columns(score=pl.when(pl.col("ov") >= npp * 0.25).then(pl.col("prio")).otherwise(0))
-    best = per.sort(["lane", "p", "score", "ov"], descending=[False, False, True, True]).unique(["lane", "p"], keep="first")
+    per = per.with_columns(score=pl.when(pl.col("ov") * 4 >= span).then(pl.col("prio")).otherwise(0))
+    best = (per.sort(["lane", "p", "score", "ov", "cls"], descending=[False, False, True, True, False])
+            .unique(["lane", "p"], keep="first"))
     total = px.group_by("lane", "p").agg(all_ov=pl.col("ov").sum())
     best = best.join(total, on=["lane", "p"]).with_columns(
-        level=(pl.col("all_ov").clip(upper_bound=npp) / npp * 4).ceil().clip(1, 4).cast(pl.Int64)
+        level=((pl.col("all_ov").clip(upper_bound=span) * 4 + span - 1) // span).clip(1, 4).cast(pl.Int64)
     )
     best = best.sort("lane", "p").with_columns(
         new=((pl.col("p") - pl.col("p").shift(1) != 1) | (pl.col("cls") != pl.col("cls").shift(1))
@@ -64,7 +68,7 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     ).with_columns(run=pl.col("new").cum_sum())
     runs = best.group_by("run").agg(
         lane=pl.col("lane").first(), x0=pl.col("p").min(), x1=pl.col("p").max() + 1, cls=pl.col("cls").first(),
-        covered_ns=pl.col("all_ov").sum(), n=pl.col("n").sum(), level=pl.col("level").first(),
+        covered_ns=pl.col("all_ov").sum() / width, n=pl.col("n").sum(), level=pl.col("level").first(),
     )
     return runs.select(list(schema)).sort("lane", "x0")
 
