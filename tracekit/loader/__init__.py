@@ -1,9 +1,10 @@
 """`load(path) -> Trace` and `load_ranks(paths) -> dict[int, Trace]`.
 
-The loader streams: the file is decompressed in pieces, the event array is decoded in
-chunks of whole events (by two processes on Linux when the trace is large), and each
-chunk becomes columns at once, so memory follows the size of the frames rather than of
-the JSON text. `docs/loader.md` describes the design, the cache and the figures.
+The loader streams: the file is decompressed in pieces by a reading thread, the event
+array is decoded in chunks of whole events (by the native scanner in C where it is built
+and the chunk is in the common shape, else by msgspec), and each chunk becomes columns at
+once, so memory follows the size of the frames rather than of the JSON text.
+`docs/loader.md` describes the design, the cache and the figures.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def load(
     cache: keep the loaded `Trace` as Parquet in `cache_dir` (default
         `$XDG_CACHE_HOME/tracekit` or `~/.cache/tracekit`) and reuse it while the file is
         unchanged. Off by default (None or False): `load` writes nothing unless asked.
-    workers: helper processes for decoding; None = one when the trace is large and a
-        second CPU is there (Linux), 0 = none, 1 = one whatever the size.
+    workers: helpers that decode chunks beside the main thread. None = decide: with the
+        native scanner none (the reading and Polars threads use the second core), without
+        it one helper process when the trace is large and a second CPU is idle (Linux);
+        0 = none; 1 = one whatever the size (a thread with the native scanner, else a
+        process).
     """
     if cache:
         directory = _cache.cache_dir(cache_dir)
