@@ -1,17 +1,17 @@
 """Memory allocator settings for the `tracekit` command (a library import changes nothing).
 
 A load frees large buffers at a high rate: decompressed text, each chunk's columns,
-intermediate frames. Two allocators keep freed memory resident by default, so the
-process's peak grows with everything allocated rather than with what is live:
+intermediate frames. Polars' jemalloc keeps freed pages for 500 ms by default
+(`dirty_decay_ms`), so the peak grows with everything allocated in the last half second
+rather than with what is live. The command asks for `DECAY_MS` instead. This must be set
+before Polars is imported (it reads `_RJEM_MALLOC_CONF` then); a value the user set wins.
 
-- Polars' jemalloc returns freed pages after 500 ms (`dirty_decay_ms`); the CLI asks for
-  `DECAY_MS` instead. This must be set before Polars is imported (it reads
-  `_RJEM_MALLOC_CONF` then); a value the user set wins.
-- glibc's malloc raises its mmap threshold after large frees, after which big buffers come
-  from the heap and stay there; the CLI fixes the threshold at `MMAP_THRESHOLD`.
+Measured on the 1 GB benchmark trace (`benchmarks/run.py --large`, one load each): peak
+RSS 2,122 MB -> 1,683 MB for 8.7 s -> 9.3 s. Fixing glibc's mmap threshold as well saved
+little more (1,573 MB) and cost 45 % in time (12.7 s), so glibc is left alone; `release()`
+hands its free heap back once a load's text is gone.
 
-`python -c 'import tracekit.allocator as a; a.configure()'` before any other import does
-the same for a script. `benchmarks/load.py` measures both ways.
+`tracekit.allocator.configure()` before any other import does the same for a script.
 """
 
 from __future__ import annotations
@@ -21,13 +21,10 @@ import os
 import sys
 
 DECAY_MS = 50
-MMAP_THRESHOLD = 1 << 20
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
 def configure() -> bool:
-    """Apply the settings; False when Polars was imported already (jemalloc is then fixed)."""
-    _glibc_threshold()
+    """Apply the setting; False when Polars was imported already (jemalloc is then fixed)."""
     if "polars" in sys.modules:
         return False
     if "_RJEM_MALLOC_CONF" not in os.environ:
@@ -41,15 +38,6 @@ def release() -> None:
     if libc is not None:
         try:
             libc.malloc_trim(0)
-        except AttributeError:
-            pass
-
-
-def _glibc_threshold() -> None:
-    libc = _libc()
-    if libc is not None:
-        try:
-            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
         except AttributeError:
             pass
 
