@@ -1313,6 +1313,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
      * written are never resident); grown when a piece holds more */
     s.cap = piece.len / 96 + 16;
     s.capent = piece.len / 48 + 16;
+    if (s.cap > (1 << 20)) s.cap = 1 << 20; /* a huge piece grows from here, by doubling */
+    if (s.capent > (1 << 21)) s.capent = 1 << 21;
     s.ev = malloc(sizeof(Event) * s.cap);
     s.ent = malloc(sizeof(Entry) * s.capent);
     if (!s.ev || !s.ent) {
