@@ -195,14 +195,16 @@ def to_json(value, ascii_only: bool) -> str:
     return json.dumps(value, ensure_ascii=ascii_only)
 
 
-@settings(max_examples=150, deadline=None, database=DB,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@seed(20261130)
-@given(st.lists(events(), min_size=1, max_size=25), st.booleans())
-def test_property_same_frames_with_and_without_scanner(evs, ascii_only):
+def property_settings(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, database=DB,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def same_both_ways(events_text: str) -> None:
+    """The trace holding these events loads to the same frames and warnings either way."""
     if native._scan is None:
         pytest.skip("the native scanner is not built")
-    text = ('{"traceEvents": [\n' + ",\n".join(to_json(e, ascii_only) for e in evs) + "\n]}").encode()
+    text = ('{"traceEvents": [\n' + events_text + "\n]}").encode()
     mp = pytest.MonkeyPatch()
     try:
         py, nat = load_both(text, mp, chunk_bytes=512)
@@ -210,6 +212,13 @@ def test_property_same_frames_with_and_without_scanner(evs, ascii_only):
         mp.undo()
     assert_same_frames(py, nat)
     assert py.warnings.equals(nat.warnings)
+
+
+@property_settings(150)
+@seed(20261130)
+@given(st.lists(events(), min_size=1, max_size=25), st.booleans())
+def test_property_same_frames_with_and_without_scanner(evs, ascii_only):
+    same_both_ways(",\n".join(to_json(e, ascii_only) for e in evs))
 
 
 @st.composite
@@ -244,8 +253,7 @@ def common_events(draw) -> dict:
     return event
 
 
-@settings(max_examples=120, deadline=None, database=DB,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@property_settings(120)
 @seed(20261201)
 @given(st.lists(common_events(), min_size=1, max_size=25), st.booleans())
 def test_property_scanner_takes_common_shapes(evs, ascii_only):
@@ -253,11 +261,4 @@ def test_property_scanner_takes_common_shapes(evs, ascii_only):
         pytest.skip("the native scanner is not built")
     events_text = ",\n".join(to_json(e, ascii_only) for e in evs)
     assert native.native_batch(("[" + events_text + "]").encode()) is not None
-    text = ('{"traceEvents": [\n' + events_text + "\n]}").encode()
-    mp = pytest.MonkeyPatch()
-    try:
-        py, nat = load_both(text, mp, chunk_bytes=512)
-    finally:
-        mp.undo()
-    assert_same_frames(py, nat)
-    assert py.warnings.equals(nat.warnings)
+    same_both_ways(events_text)

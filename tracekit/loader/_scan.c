@@ -369,6 +369,35 @@ static int number_ns(const Scan *s, const Number *num, int64_t *out) {
     return 0;
 }
 
+/* An object's key and the colon after it, then the value's first byte; -1 when the text
+ * is not that (or, with `plain`, when the key is written with escapes). */
+static int read_key(Scan *s, Span *key, int plain) {
+    int esc;
+    if (s->p >= s->end || *s->p != '"' || read_string(s, key, &esc) < 0 || (plain && esc)) return -1;
+    ws(s);
+    if (s->p >= s->end || *s->p != ':') return -1;
+    s->p++;
+    ws(s);
+    return s->p < s->end ? 0 : -1;
+}
+
+/* After a member or an item: 1 when a comma says another follows, 0 when `close` ends the
+ * container, -1 otherwise. */
+static int next_member(Scan *s, char close) {
+    ws(s);
+    if (s->p >= s->end) return -1;
+    if (*s->p == ',') {
+        s->p++;
+        ws(s);
+        return 1;
+    }
+    if (*s->p == close) {
+        s->p++;
+        return 0;
+    }
+    return -1;
+}
+
 static int skip_value(Scan *s, int depth);
 
 static int skip_container(Scan *s, int depth) {
@@ -381,28 +410,11 @@ static int skip_container(Scan *s, int depth) {
         return 0;
     }
     for (;;) {
-        if (open == '{') {
-            Span k;
-            int esc;
-            if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0) return -1;
-            ws(s);
-            if (s->p >= s->end || *s->p != ':') return -1;
-            s->p++;
-            ws(s);
-        }
+        Span k;
+        if (open == '{' && read_key(s, &k, 0) < 0) return -1;
         if (skip_value(s, depth + 1) < 0) return -1;
-        ws(s);
-        if (s->p >= s->end) return -1;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == close) {
-            s->p++;
-            return 0;
-        }
-        return -1;
+        int more = next_member(s, close);
+        if (more <= 0) return more;
     }
 }
 
@@ -505,13 +517,7 @@ static int read_args(Scan *s) {
     }
     for (;;) {
         Span k;
-        int esc;
-        if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0 || esc) return -1;
-        ws(s);
-        if (s->p >= s->end || *s->p != ':') return -1;
-        s->p++;
-        ws(s);
-        if (s->p >= s->end) return -1;
+        if (read_key(s, &k, 1) < 0) return -1;
         int hit = -1;
         for (int i = 0; i < s->nargs; i++) {
             if (key_is(&k, base, s->arg_key[i], s->arg_len[i])) {
@@ -589,18 +595,8 @@ static int read_args(Scan *s) {
         } else if (skip_value(s, 4) < 0) {
             return -1;
         }
-        ws(s);
-        if (s->p >= s->end) return -1;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            return 0;
-        }
-        return -1;
+        int more = next_member(s, '}');
+        if (more <= 0) return more;
     }
 }
 
@@ -637,13 +633,7 @@ static int read_event(Scan *s) {
     int had_args = 0;
     for (;;) {
         Span k;
-        int esc;
-        if (s->p >= s->end || *s->p != '"' || read_string(s, &k, &esc) < 0 || esc) return -1;
-        ws(s);
-        if (s->p >= s->end || *s->p != ':') return -1;
-        s->p++;
-        ws(s);
-        if (s->p >= s->end) return -1;
+        if (read_key(s, &k, 1) < 0) return -1;
         int field = -1;
         if (key_is(&k, base, "ph", 2)) field = F_PH;
         else if (key_is(&k, base, "cat", 3)) field = F_CAT;
@@ -682,19 +672,12 @@ static int read_event(Scan *s) {
         } else if (skip_value(s, 3) < 0) {
             return -1;
         }
-        ws(s);
-        if (s->p >= s->end) return -1;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
+        int more = next_member(s, '}');
+        if (more < 0) return -1;
+        if (more == 0) {
             s->n++;
             return 0;
         }
-        return -1;
     }
 }
 
@@ -863,6 +846,17 @@ static PyObject *text_column(const char *name, Buf *data, int64_t *offsets, Py_s
     return column(name, "utf8", Py_BuildValue("(NN)", off, dat));
 }
 
+/* A text column from a Buf filled row by row (`bad`: a row could not be written), and
+ * the Buf and offsets freed. */
+static PyObject *finish_text(const char *name, Buf *b, int64_t *offs, Py_ssize_t n, int bad) {
+    PyObject *out = NULL;
+    if (!bad) out = text_column(name, b, offs, n);
+    else PyErr_SetString(PyExc_ValueError, "unscannable text"); /* the Python path judges it */
+    free(b->data);
+    free(offs);
+    return out;
+}
+
 typedef struct {
     PyObject *key;   /* the group's name (a str, borrowed from the config) */
     Py_ssize_t n;
@@ -913,12 +907,7 @@ static PyObject *scalar_column(Scan *s, const char *f, size_t off, Group *g) {
         }
         offs[i + 1] = b.len;
     }
-    PyObject *out = NULL;
-    if (!bad) out = text_column(f, &b, offs, g->n);
-    else PyErr_SetString(PyExc_ValueError, "unscannable text");
-    free(b.data);
-    free(offs);
-    return out;
+    return finish_text(f, &b, offs, g->n, bad);
 }
 
 /* Distinct texts in first-appearance order: `index` maps text -> code, `values` lists them. */
@@ -1108,12 +1097,7 @@ static int arg_columns(Scan *s, int a, const Entry **at, PyObject *colname, Grou
             }
             offs[i + 1] = b.len;
         }
-        PyObject *col = NULL;
-        if (!bad) col = text_column(name, &b, offs, g->n);
-        else PyErr_SetString(PyExc_ValueError, "unscannable text");
-        free(b.data);
-        free(offs);
-        return append_column(cols, col);
+        return append_column(cols, finish_text(name, &b, offs, g->n, bad));
     }
     int parts = kind == K_LIST ? 3 : 1;
     int64_t null = INT_NULL;
