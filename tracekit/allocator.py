@@ -6,10 +6,11 @@ intermediate frames. Polars' jemalloc keeps freed pages for 500 ms by default
 rather than with what is live. The command asks for `DECAY_MS` instead. This must be set
 before Polars is imported (it reads `_RJEM_MALLOC_CONF` then); a value the user set wins.
 
-Measured on the 1 GB benchmark trace (`benchmarks/run.py --large`, one load each): peak
-RSS 2,122 MB -> 1,683 MB for 8.7 s -> 9.3 s. Fixing glibc's mmap threshold as well saved
-little more (1,573 MB) and cost 45 % in time (12.7 s), so glibc is left alone; `release()`
-hands its free heap back once a load's text is gone.
+Measured on the 1 GB benchmark trace (one load per process, five runs each way): peak RSS
+1.57-2.18 GB with this setting against 2.11-2.25 GB without, in about the same time
+(7.3-8.7 s either way; the peak depends on how the threads interleave). Fixing glibc's mmap
+threshold as well saved little more and cost 45 % in time, so glibc is left alone;
+`release()` hands its free heap back once a load's text is gone.
 
 `tracekit.allocator.configure()` before any other import does the same for a script.
 """
