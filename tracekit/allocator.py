@@ -6,7 +6,7 @@ intermediate frames. Polars' jemalloc keeps freed pages for 500 ms by default
 rather than with what is live. The command asks for `DECAY_MS` instead. This must be set
 before Polars is imported (it reads `_RJEM_MALLOC_CONF` then); a value the user set wins.
 
-Measured on the 1 GB benchmark trace (one load per process, five runs each way): peak RSS
+Measured on the 1 GB benchmark trace (one load per process, several runs each way): peak RSS
 1.57-2.18 GB with this setting against 2.11-2.25 GB without, in about the same time
 (7.3-8.7 s either way; the peak depends on how the threads interleave). Fixing glibc's mmap
 threshold as well saved little more and cost 45 % in time, so glibc is left alone;
