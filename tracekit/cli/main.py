@@ -40,11 +40,41 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# each command's one-line help, for `tracekit --help` without importing every command (and
+# Polars with them); tests/test_cli_help.py checks each against the command's own help
+SHORT_HELP: dict[str, str] = {
+    "info": "Describe trace files: format, devices, span, events per category, streams, steps, warnings.",
+    "summary": "Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels and ops, "
+               "steps.",
+    "kernels": "GPU kernels by total time, with their class (gemm, attention, ...) read from the name.",
+    "ops": "CPU ops by the GPU time they launched: calls, CPU total/self, inclusive/self GPU time.",
+    "gaps": "Idle gaps per device and stream, each with a cause and the CPU op to blame.",
+    "critical-path": "The critical path of a window: what it is made of, whose time it is, and what-ifs.",
+    "findings": "Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice.",
+    "annotate": "Write the trace with the critical path (flow arrows, a track) and findings (instants) added.",
+    "attention": "Attention per call: backend, kernels, GPU/CPU time, findings.",
+    "roofline": "Achieved TFLOP/s and GB/s per op against the device's ceilings, and the time left on the table.",
+    "report": "Analyse TRACE and write a report: findings, timeline, GPU time, idle gaps and more.",
+    "diff": "Compare AFTER with BEFORE step by step: step time, GPU busy and idle by cause, kernels, ops, "
+            "launches, syncs and copies, each with its step-to-step noise.",
+    "batch": "Analyse every trace in SOURCES (files, folders, globs, fsspec URLs such as s3://bucket/run/).",
+    "capture": "Record Chrome traces of Hugging Face transformers inference with torch.profiler.",
+}
+
+
 class LazyGroup(click.Group):
     """A group whose sub-commands are imported on first use; missing modules are hidden."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if self._load(name) is not None]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `--help`, from SHORT_HELP: no command module is imported."""
+        names = list(COMMANDS)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [(name, click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return self._load(name)
