@@ -823,15 +823,12 @@ static PyObject *column(const char *name, const char *kind, PyObject *bufs) {
     return out;
 }
 
-static PyObject *int_column(const char *name, const int64_t *v, Py_ssize_t n) {
-    return column(name, "i64", Py_BuildValue("(N)", bytes_of(v, n * 8)));
-}
-
-/* A new Int64 column buffer of n values, filled by the caller. */
-static PyObject *int_buffer(Py_ssize_t n, int64_t **values) {
+/* An Int64 (or, kind "f64", Float64) column of n values that the caller writes through
+ * *values before handing the column on (no Python code sees it before). */
+static PyObject *number_column(const char *name, const char *kind, Py_ssize_t n, int64_t **values) {
     PyObject *buf = PyBytes_FromStringAndSize(NULL, n * 8);
     *values = buf ? (int64_t *)PyBytes_AS_STRING(buf) : NULL;
-    return buf;
+    return column(name, kind, buf ? Py_BuildValue("(N)", buf) : NULL);
 }
 
 /* A text column from a Buf of data and int64 offsets. */
@@ -861,7 +858,6 @@ typedef struct {
     PyObject *key;   /* the group's name (a str, borrowed from the config) */
     Py_ssize_t n;
     Py_ssize_t *rows;
-    Py_ssize_t first;
 } Group;
 
 static char STR_NULL_TEXT[] = "\x1e";
@@ -878,12 +874,12 @@ static PyObject *scalar_column(Scan *s, const char *f, size_t off, Group *g) {
         }
     }
     if (all_int) {
-        int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
-        if (!vals) return PyErr_NoMemory();
-        for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = ((const Scalar *)((const char *)&s->ev[g->rows[i]] + off))->v;
+        int64_t *vals;
         snprintf(name, sizeof(name), "%s_i", f);
-        PyObject *out = int_column(name, vals, g->n);
-        free(vals);
+        PyObject *out = number_column(name, "i64", g->n, &vals);
+        if (out)
+            for (Py_ssize_t i = 0; i < g->n; i++)
+                vals[i] = ((const Scalar *)((const char *)&s->ev[g->rows[i]] + off))->v;
         return out;
     }
     Buf b = {0};
@@ -966,73 +962,69 @@ static void dict_clear(Dict *d) {
 /* name / bp / s: codes into the group's own dictionary (first appearance order). */
 static PyObject *code_column(Scan *s, int field, const char *f, Group *g, PyObject *group_dicts) {
     Intern *t = &s->strs[field];
-    int64_t *memo = malloc(sizeof(int64_t) * (t->n + 1));
-    int64_t *codes = malloc(sizeof(int64_t) * (g->n + 1));
+    int64_t *memo = malloc(sizeof(int64_t) * (t->n + 1)), *codes;
     Dict d = {0};
-    PyObject *out = NULL;
-    if (!memo || !codes || dict_init(&d) < 0) goto done;
-    memset(memo, 0xff, sizeof(int64_t) * (t->n + 1));
-    if (codes_of(s, field, g->rows, g->n, &d, memo, codes) < 0) goto done;
     char name[16];
     snprintf(name, sizeof(name), "%s_c", f);
-    out = int_column(name, codes, g->n);
-    if (out && PyDict_SetItemString(group_dicts, f, d.values) < 0) Py_CLEAR(out);
+    PyObject *out = number_column(name, "i64", g->n, &codes);
+    if (!out || !memo || dict_init(&d) < 0) goto fail;
+    memset(memo, 0xff, sizeof(int64_t) * (t->n + 1));
+    if (codes_of(s, field, g->rows, g->n, &d, memo, codes) < 0 || PyDict_SetItemString(group_dicts, f, d.values) < 0)
+        goto fail;
+    goto done;
+fail:
+    Py_CLEAR(out);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
 done:
-    if (!out && !PyErr_Occurred()) PyErr_NoMemory();
     free(memo);
-    free(codes);
     dict_clear(&d);
     return out;
 }
 
 static PyObject *time_column(Scan *s, const char *name, int dur, Group *g) {
-    int64_t *vals = malloc(sizeof(int64_t) * (g->n + 1));
-    if (!vals) return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = dur ? s->ev[g->rows[i]].dur : s->ev[g->rows[i]].ts;
-    PyObject *out = int_column(name, vals, g->n);
-    free(vals);
+    int64_t *vals;
+    PyObject *out = number_column(name, "i64", g->n, &vals);
+    if (out)
+        for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = dur ? s->ev[g->rows[i]].dur : s->ev[g->rows[i]].ts;
     return out;
 }
 
 static const char NO_ARGS[] = "{\"\\u001e\":0}";
 
-/* The buffers of a text column of n values and `total` bytes, to be filled; -1: no memory. */
-static int text_buffers(Py_ssize_t n, Py_ssize_t total, PyObject **offs, PyObject **data) {
-    *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    *data = PyBytes_FromStringAndSize(NULL, total);
-    if (!*offs || !*data) {
-        Py_CLEAR(*offs);
-        Py_CLEAR(*data);
-        return -1;
+/* A text column of raw spans of the text, copied as written; a row whose span has
+ * len < 0 takes `dflt` instead. */
+static PyObject *span_column(const char *base, const char *name, const Span *spans, Py_ssize_t n, const char *dflt) {
+    Py_ssize_t total = 0, dlen = (Py_ssize_t)strlen(dflt);
+    for (Py_ssize_t i = 0; i < n; i++) total += spans[i].len >= 0 ? spans[i].len : dlen;
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
+    if (!offs || !data) {
+        Py_XDECREF(offs);
+        Py_XDECREF(data);
+        return NULL;
     }
-    return 0;
-}
-
-/* `args` as written (NO_ARGS when absent). */
-static PyObject *raw_column(Scan *s, const char *name, Group *g) {
-    Py_ssize_t total = 0, none = (Py_ssize_t)sizeof(NO_ARGS) - 1;
-    for (Py_ssize_t i = 0; i < g->n; i++) {
-        Py_ssize_t len = s->ev[g->rows[i]].args.len;
-        total += len >= 0 ? len : none;
-    }
-    PyObject *offs, *data;
-    if (text_buffers(g->n, total, &offs, &data) < 0) return NULL;
     int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
     char *d = PyBytes_AS_STRING(data);
     int64_t pos = 0;
     o[0] = 0;
-    for (Py_ssize_t i = 0; i < g->n; i++) {
-        const Span *a = &s->ev[g->rows[i]].args;
-        if (a->len >= 0) {
-            memcpy(d + pos, s->base + a->start, a->len);
-            pos += a->len;
-        } else {
-            memcpy(d + pos, NO_ARGS, none);
-            pos += none;
-        }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *from = spans[i].len >= 0 ? base + spans[i].start : dflt;
+        Py_ssize_t len = spans[i].len >= 0 ? spans[i].len : dlen;
+        memcpy(d + pos, from, len);
+        pos += len;
         o[i + 1] = pos;
     }
     return column(name, "utf8", Py_BuildValue("(NN)", offs, data));
+}
+
+/* `args` as written (NO_ARGS when absent). */
+static PyObject *args_column(Scan *s, Group *g) {
+    Span *spans = malloc(sizeof(Span) * (g->n + 1));
+    if (!spans) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < g->n; i++) spans[i] = s->ev[g->rows[i]].args;
+    PyObject *out = span_column(s->base, "args", spans, g->n, NO_ARGS);
+    free(spans);
+    return out;
 }
 
 static int append_column(PyObject *cols, PyObject *col) {
@@ -1107,17 +1099,13 @@ static int arg_columns(Scan *s, int a, const Entry **at, PyObject *colname, Grou
     }
     for (int axis = 0; axis < parts; axis++) {
         int64_t *vals;
-        PyObject *buf = int_buffer(g->n, &vals);
-        if (!buf) return -1;
-        for (Py_ssize_t i = 0; i < g->n; i++) {
-            const Entry *en = at[i];
-            vals[i] = (en && !en->null) ? en->v[axis] : null;
-        }
         char full[64];
         if (kind == K_LIST) snprintf(full, sizeof(full), "%s_%c", name, "xyz"[axis]);
         else snprintf(full, sizeof(full), "%s", name);
-        if (append_column(cols, column(full, kind == K_FLOAT ? "f64" : "i64", Py_BuildValue("(N)", buf))) < 0)
-            return -1;
+        PyObject *col = number_column(full, kind == K_FLOAT ? "f64" : "i64", g->n, &vals);
+        if (col)
+            for (Py_ssize_t i = 0; i < g->n; i++) vals[i] = (at[i] && !at[i]->null) ? at[i]->v[axis] : null;
+        if (append_column(cols, col) < 0) return -1;
     }
     return 0;
 }
@@ -1127,23 +1115,15 @@ static const char *SHAPE_COLS[N_SHAPES] = {"input_dims", "input_dims_old", "inpu
 
 /* A shape key's value as written ("" when absent). */
 static PyObject *shape_column(Scan *s, const char *name, const Entry **at, Group *g) {
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < g->n; i++)
-        if (at[i]) total += at[i]->v[1];
-    PyObject *offs, *data;
-    if (text_buffers(g->n, total, &offs, &data) < 0) return NULL;
-    int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
-    char *d = PyBytes_AS_STRING(data);
-    int64_t pos = 0;
-    o[0] = 0;
+    Span *spans = malloc(sizeof(Span) * (g->n + 1));
+    if (!spans) return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < g->n; i++) {
-        if (at[i]) {
-            memcpy(d + pos, s->base + at[i]->v[0], at[i]->v[1]);
-            pos += at[i]->v[1];
-        }
-        o[i + 1] = pos;
+        spans[i].start = at[i] ? at[i]->v[0] : 0;
+        spans[i].len = at[i] ? at[i]->v[1] : -1;
     }
-    return column(name, "utf8", Py_BuildValue("(NN)", offs, data));
+    PyObject *out = span_column(s->base, name, spans, g->n, "");
+    free(spans);
+    return out;
 }
 
 /* spec: (fields: tuple[str], with_ph: bool, with_args: bool, family: tuple[(arg index, column)], shapes: bool) */
@@ -1155,15 +1135,18 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
                           &shapes))
         return NULL;
     PyObject *cols = PyList_New(0);
-    int64_t *tmp = malloc(sizeof(int64_t) * (g->n + 1));
-    if (!cols || !tmp) goto fail;
-    for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = g->rows[i];
-    if (append_column(cols, int_column("eid", tmp, g->n)) < 0) goto fail;
-    for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = cat_codes[g->rows[i]];
-    if (append_column(cols, int_column("cat_c", tmp, g->n)) < 0) goto fail;
-    if (with_ph) {
-        for (Py_ssize_t i = 0; i < g->n; i++) tmp[i] = ph_codes[g->rows[i]];
-        if (append_column(cols, int_column("ph_c", tmp, g->n)) < 0) goto fail;
+    if (!cols) goto fail;
+    /* eid, cat_c and (where the phase varies) ph_c: per row, from the whole piece's arrays */
+    const char *idnames[3] = {"eid", "cat_c", "ph_c"};
+    for (int c = 0; c < (with_ph ? 3 : 2); c++) {
+        int64_t *vals;
+        PyObject *col = number_column(idnames[c], "i64", g->n, &vals);
+        if (col)
+            for (Py_ssize_t i = 0; i < g->n; i++) {
+                Py_ssize_t r = g->rows[i];
+                vals[i] = c == 0 ? r : c == 1 ? cat_codes[r] : ph_codes[r];
+            }
+        if (append_column(cols, col) < 0) goto fail;
     }
     for (Py_ssize_t fi = 0; fi < PyTuple_GET_SIZE(fields); fi++) {
         const char *f = PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields, fi));
@@ -1184,7 +1167,7 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
         if (append_column(cols, c) < 0) goto fail;
     }
     if (with_args) {
-        if (append_column(cols, raw_column(s, "args", g)) < 0) goto fail;
+        if (append_column(cols, args_column(s, g)) < 0) goto fail;
         int keys[MAX_ARGS + N_SHAPES], nfam = 0;
         PyObject *names[MAX_ARGS];
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(family) && nfam < MAX_ARGS; k++) {
@@ -1215,11 +1198,9 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
         gathered_free(&ga);
         if (rc < 0) goto fail;
     }
-    free(tmp);
     return cols;
 fail:
     if (!PyErr_Occurred()) PyErr_NoMemory();
-    free(tmp);
     Py_XDECREF(cols);
     return NULL;
 }
