@@ -77,16 +77,26 @@ def load_file(
     stream = Stream(path, max_bytes=max_bytes)
     if chunk_bytes is None:
         chunk_bytes = chunk_size(stream.size_bytes * (GZIP_RATIO if stream.compressed else 1))
-    helper = None
     try:
-        helper = make_helper(workers, stream.size_bytes, stream.compressed)  # a fork: before any thread
-        result = read_trace(iter(stream), path=stream.path, chunk_bytes=chunk_bytes, helper=helper)
+        result = _read(stream, path=stream.path, size_bytes=stream.size_bytes, compressed=stream.compressed,
+                       workers=workers, chunk_bytes=chunk_bytes)
+    finally:
+        stream.close()
+    return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
+
+
+def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bool, workers: int | None,
+          chunk_bytes: int) -> ReadResult:
+    """Read the decompressed pieces with the helper `workers` asks for. The helper starts
+    before the pieces are iterated (a fork must come before the reading thread starts)."""
+    helper = make_helper(workers, size_bytes, compressed)
+    try:
+        result = read_trace(iter(pieces), path=path, chunk_bytes=chunk_bytes, helper=helper)
     finally:
         if helper is not None:
             helper.close()
-        stream.close()
     allocator.release()  # the text and chunk buffers are gone: give their memory back before the build
-    return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
+    return result
 
 
 def chunk_size(json_bytes: int) -> int:
@@ -101,25 +111,18 @@ def chunk_size(json_bytes: int) -> int:
 def loads(data: bytes, *, path: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BYTES,
           workers: int | None = 0, chunk_bytes: int = CHUNK_BYTES) -> Trace:
     """Load a trace from bytes already in memory: JSON text, or gzip-compressed JSON."""
+    read = {"path": path, "size_bytes": len(data), "workers": workers, "chunk_bytes": chunk_bytes}
     if data[:2] == GZIP_MAGIC:
         stream = Stream(path, max_bytes=max_bytes, data=data)
-        helper = make_helper(workers, len(data), True)
         try:
-            result = read_trace(iter(stream), path=path, chunk_bytes=chunk_bytes, helper=helper)
+            result = _read(stream, compressed=True, **read)
         finally:
-            if helper is not None:
-                helper.close()
             stream.close()
         return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=stream.truncated_gzip)
     if len(data) > max_bytes:
         raise TraceTooLargeError(f"file is {len(data):,} bytes, over the limit of {max_bytes:,}", path=path)
-    helper = make_helper(workers, len(data), False)
-    try:
-        result = read_trace(bytes_stream(data), path=path, chunk_bytes=chunk_bytes, helper=helper)
-    finally:
-        if helper is not None:
-            helper.close()
-    return build_trace(result, path=path, size_bytes=len(data), truncated_gzip=False)
+    return build_trace(_read(bytes_stream(data), compressed=False, **read), path=path, size_bytes=len(data),
+                       truncated_gzip=False)
 
 
 def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 0,

@@ -15,8 +15,8 @@ written after it), and each vtable sits just before its table.
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
 from array import array
+from functools import lru_cache
 from itertools import accumulate
 
 INT64, FLOAT64, UTF8 = "i64", "f64", "utf8"

@@ -209,10 +209,15 @@ def piece_batch(piece: bytes | memoryview, bare: bool = False) -> Batch:
     if batch is not None:
         return batch
     if bare:
-        piece = b"".join((b"[", piece, b"]"))
+        piece = bracketed(piece)
     with gc_paused():
         events, bad_types, dropped, counts = decode_piece(piece)
         return build_batch(events, bad_types, dropped, counts)
+
+
+def bracketed(events: bytes | memoryview) -> bytes:
+    """Events separated by commas -> the piece `[` + events + `]` (a copy)."""
+    return b"".join((b"[", events, b"]"))
 
 
 def encode_error(exc: PieceError) -> Batch:

@@ -289,7 +289,8 @@ def chunk_parts(batch: Batch) -> Parts:
     order: list[pl.LazyFrame] = []
     for key, ipc in batch["groups"].items():
         lf = group_frame(key, ipc, batch["dicts"])
-        conditions = _stat_conditions(key, lf.collect_schema().names())
+        have = lf.collect_schema().names()
+        conditions = _stat_conditions(key, have)
         if conditions:
             stat_frames.append(lf.select(_stat_exprs(conditions)))
         if key != "meta":
@@ -302,11 +303,9 @@ def chunk_parts(batch: Batch) -> Parts:
             order.append(lf.select("eid", "pid", "tid", "ts_ns"))
             plans[key] = PROJECT[key](lf)
         elif key == "flows":
-            have = lf.collect_schema().names()
             plans[key] = lf.with_columns(flow_id=_flow_ids(have), binding_point=pl.col("bp")).select(
                 _project({}, FLOWS_SCHEMA, [*have, "flow_id", "binding_point"]))
         elif key == "instants":
-            have = lf.collect_schema().names()
             memory = pl.col("name") == "[memory]"
             plans["instants"] = lf.filter(~memory).select(_project({"scope": pl.col("s")}, INSTANTS_SCHEMA, have))
             plans["memory"] = lf.filter(memory).select(

@@ -9,9 +9,11 @@ edge case. `TRACEKIT_NATIVE=0` in the environment turns it off.
 from __future__ import annotations
 
 import os
+from functools import cache
 
 from tracekit.loader import args as A
 from tracekit.loader import arrow as W
+from tracekit.loader.batch import FIELDS, GROUP_BY_PH, TYPED, WITH_ARGS_TEXT, WITH_PH
 from tracekit.loader.categories import X_KIND
 
 try:
@@ -24,9 +26,10 @@ _INDEX = {f: i for i, f in enumerate(A.ALL_KEYS)}
 ARG_KEYS = tuple((A.ALL_KEYS[f].encode(), _KIND_CODE[A.KIND[f]]) for f in A.ALL_KEYS)
 
 
+@cache
 def _specs() -> dict[str, tuple]:
-    from tracekit.loader.batch import FIELDS, TYPED, WITH_ARGS_TEXT, WITH_PH
-
+    """Per group: the fields its frame reads, whether it keeps `ph` and `args`, its typed
+    args keys (index in ARG_KEYS, column name), and whether it keeps the shape keys."""
     return {
         key: (fields, key in WITH_PH, key in WITH_ARGS_TEXT,
               tuple((_INDEX[f], f) for f in A.FAMILIES[key]) if key in TYPED else (), key in ("ops", "pairs"))
@@ -44,12 +47,7 @@ def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:
     None: not in the common shape (or no scanner), left to the Python path."""
     if not available():
         return None
-    from tracekit.loader.batch import GROUP_BY_PH
-
-    global _SPECS
-    if _SPECS is None:
-        _SPECS = _specs()
-    out = _scan.scan(piece, ARG_KEYS, GROUP_BY_PH, X_KIND, _SPECS, bare)
+    out = _scan.scan(piece, ARG_KEYS, GROUP_BY_PH, X_KIND, _specs(), bare)
     if out is None:
         return None
     n, phs, cats, groups = out
@@ -59,6 +57,3 @@ def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:
         dicts[key] = group_dicts
         ipc[key] = W.ipc_stream(cols, rows)
     return {"n": n, "bad_types": 0, "dropped": 0, "dicts": dicts, "groups": ipc, "counts": {}}
-
-
-_SPECS: dict[str, tuple] | None = None

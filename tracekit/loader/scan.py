@@ -49,11 +49,6 @@ class Chunk:
         """The chunk's events, separated by commas (no copy)."""
         return self.span[: self.cut]
 
-    @property
-    def piece(self) -> bytes:
-        """"[" + the chunk's events + "]" (a copy)."""
-        return b"".join((b"[", self.body, b"]"))
-
 
 @dataclass
 class Final:

@@ -27,7 +27,7 @@ import warnings
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from tracekit.loader.batch import encode_error, pack, piece_batch, unpack
+from tracekit.loader.batch import bracketed, encode_error, pack, piece_batch, unpack
 from tracekit.loader.events import PieceError
 
 MIN_BYTES_FOR_HELPER = 24 * 1024 * 1024  # below this, forking costs more than it saves
@@ -144,7 +144,7 @@ class ThreadHelper(_Results):
                 batch = piece_batch(piece, bare)
             except PieceError as exc:
                 batch = encode_error(exc)
-            except BaseException:  # e.g. MemoryError: the main thread redoes what is left
+            except BaseException:  # noqa: BLE001  (e.g. MemoryError: the main thread redoes what is left)
                 self.alive = False
                 self.results.put((index, None))
                 return
@@ -191,7 +191,7 @@ class Helper(_Results):
 
     def submit(self, index: int, piece: bytes | memoryview, bare: bool = False) -> None:
         if bare:
-            piece = b"".join((b"[", piece, b"]"))
+            piece = bracketed(piece)
         try:
             _write(os.path.join(self.dir, f"in-{index}"), piece)
             self._out.send_bytes(index.to_bytes(8, "little"))
