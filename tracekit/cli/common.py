@@ -100,6 +100,15 @@ def clip(text: str | None, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def format_from(output: str | None) -> str:
+    """The report format an output path asks for by its suffix: md, json, else html."""
+    if output and output.endswith(".md"):
+        return "md"
+    if output and output.endswith(".json"):
+        return "json"
+    return "html"
+
+
 def write_output(path: str, text: str) -> None:
     """Write text atomically: to a temporary file beside the target, then rename.
 

@@ -9,7 +9,7 @@ import click
 
 from tracekit import format as fmt
 from tracekit.analyse import analyse
-from tracekit.cli.common import load_trace, write_output
+from tracekit.cli.common import format_from, load_trace, write_output
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
 from tracekit.diff.report import build_diff_report, render_diff
@@ -49,7 +49,7 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
     Exit codes: 0, or 1 with --fail-if-slower when AFTER regressed by more than PCT; 2 on bad
     input (unreadable trace, bad arguments).
     """
-    kind = kind or _format_from(output)
+    kind = kind or format_from(output)
     first = analyse(load_trace(before))
     second = first if os.path.realpath(after) == os.path.realpath(before) else analyse(load_trace(after))
     result = diff_traces(first, second, metric=metric)
@@ -65,11 +65,3 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
         click.echo(f"tracekit: after is slower on {h.label}: {fmt.ns(h.before_ns)} → {fmt.ns(h.after_ns)} "
                    f"({fmt.pct(h.delta_pct)}), more than the {fail_pct:g} % allowed", err=True)
         raise click.exceptions.Exit(1)
-
-
-def _format_from(output: str | None) -> str:
-    if output and output.endswith(".md"):
-        return "md"
-    if output and output.endswith(".json"):
-        return "json"
-    return "html"

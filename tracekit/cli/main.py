@@ -14,12 +14,12 @@ from tracekit import allocator
 
 allocator.configure()  # before anything imports Polars
 
-import click  # noqa: E402
+import click
 
 from tracekit import __version__
-from tracekit.cli.options import MAX_BYTES_HELP, Size  # noqa: E402
-from tracekit.errors import TraceError  # noqa: E402
-from tracekit.format import printable  # noqa: E402
+from tracekit.cli.options import MAX_BYTES_HELP, Size
+from tracekit.errors import TraceError
+from tracekit.format import printable
 
 # name -> "module:attribute" of a click command
 COMMANDS: dict[str, str] = {

@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from tracekit.cli.common import load_trace, trace_arg, write_output
-from tracekit.report.build import ReportOptions, build_report
+from tracekit.cli.common import format_from, load_trace, trace_arg, write_output
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
 from tracekit.render.markdown import render_markdown
+from tracekit.report.build import ReportOptions, build_report
 
 RENDERERS = {"html": render_html, "md": lambda r: render_markdown(r, tables=("kernels", "ops", "gaps", "attention-calls")),
              "json": render_json}
@@ -32,7 +32,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     The HTML file is self-contained (inline CSS, SVG and script; nothing is fetched), so it
     opens from disk, a CI artifact or an email attachment.
     """
-    kind = fmt or _format_from(output)
+    kind = fmt or format_from(output)
     model = build_report(load_trace(trace), options=ReportOptions(redact=not no_redact, top=top, zoom=zoom))
     text = RENDERERS[kind](model)
     if output is None and kind != "html":
@@ -41,14 +41,6 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     path = output or _default_name(trace)
     write_output(path, text)
     click.echo(f"wrote {path}", err=True)
-
-
-def _format_from(output: str | None) -> str:
-    if output and output.endswith(".md"):
-        return "md"
-    if output and output.endswith(".json"):
-        return "json"
-    return "html"
 
 
 def _default_name(trace: str) -> str:
