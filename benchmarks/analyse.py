@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import TRACE  # noqa: E402
+from run import TRACE
 
 
 def _cpu() -> float:

@@ -18,12 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from builders import TraceBuilder  # noqa: E402
-
-GEMM = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
-    "_warpgroupsize1x1x1_execute_segment_k_off_kernel"
-)
+from builders import TraceBuilder
 
 
 def make_trace(i: int) -> TraceBuilder:
@@ -32,24 +27,7 @@ def make_trace(i: int) -> TraceBuilder:
     for step in range(8):
         t0 = step * 200_000
         b.annotation(f"ProfilerStep#{step + 1}", t0, 180_000 + (i % 7) * 1_000)
-        ext = b.op("aten::mm", t0 + 1_000, 20_000)
-        b.launch_kernel(
-            GEMM,
-            launch_ns=t0 + 2_000,
-            launch_dur_ns=5_000,
-            start_ns=t0 + 10_000,
-            dur_ns=40_000 + (i % 11) * 500,
-            ext=ext,
-        )
-        ext = b.op("aten::add", t0 + 60_000, 10_000)
-        b.launch_kernel(
-            "void at::native::vectorized_elementwise_kernel<4>",
-            launch_ns=t0 + 61_000,
-            launch_dur_ns=4_000,
-            start_ns=t0 + 70_000,
-            dur_ns=5_000,
-            ext=ext,
-        )
+        b.mm_add_step(t0, 40_000 + (i % 11) * 500)
         b.launch_copy(
             "HtoD (Pageable -> Device)",
             launch_ns=t0 + 80_000,

@@ -20,6 +20,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+BATCH_GEMM = (  # a bf16 tensor-core GEMM name as cuBLAS writes it on H100
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+    "_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+)
 H100 = {
     "id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9,
     "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
@@ -148,6 +152,18 @@ class TraceBuilder:
         self.kernel(name, start_ns, dur_ns, corr=corr, stream=stream, device=device, ext=ext, **kernel_args)
         self.flow(corr, launch_ns, start_ns, stream=stream, device=device, tid=tid)
         return corr
+
+    def mm_add_step(self, t0: int, gemm_dur_ns: int, gemm: str = BATCH_GEMM) -> int:
+        """The kernels of one small step from t0 (ns): `aten::mm` launching a GEMM that runs
+        [t0 + 10,000, + gemm_dur_ns), then `aten::add` launching an elementwise kernel that
+        runs [t0 + 70,000, t0 + 75,000). Returns the add op's External id."""
+        ext = self.op("aten::mm", t0 + 1_000, 20_000)
+        self.launch_kernel(gemm, launch_ns=t0 + 2_000, launch_dur_ns=5_000, start_ns=t0 + 10_000,
+                           dur_ns=gemm_dur_ns, ext=ext)
+        ext = self.op("aten::add", t0 + 60_000, 10_000)
+        self.launch_kernel("void at::native::vectorized_elementwise_kernel<4>", launch_ns=t0 + 61_000,
+                           launch_dur_ns=4_000, start_ns=t0 + 70_000, dur_ns=5_000, ext=ext)
+        return ext
 
     def launch_copy(self, kind: str, *, launch_ns: int, launch_dur_ns: int, start_ns: int, dur_ns: int,
                     nbytes: int, ext: int | None = None, stream: int = 7, api: str = "cudaMemcpyAsync",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from builders import TraceBuilder
+from builders import BATCH_GEMM, TraceBuilder
 from click.testing import CliRunner
 
 import tracekit
@@ -38,10 +38,6 @@ from tracekit.batch.store import Store
 from tracekit.errors import UsageError
 
 BASE_NS = 1_790_000_000_000_000_000  # 2026-09-21, as Kineto's baseTimeNanoseconds
-GEMM = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
-    "_warpgroupsize1x1x1_execute_segment_k_off_kernel"
-)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -64,24 +60,7 @@ def make_trace(i: int) -> TraceBuilder:
     for step in range(3):
         t0 = step * 200_000
         b.annotation(f"ProfilerStep#{step + 1}", t0, 150_000 + 10_000 * i)
-        ext = b.op("aten::mm", t0 + 1_000, 20_000)
-        b.launch_kernel(
-            GEMM,
-            launch_ns=t0 + 2_000,
-            launch_dur_ns=5_000,
-            start_ns=t0 + 10_000,
-            dur_ns=40_000 + 1_000 * i,
-            ext=ext,
-        )
-        ext = b.op("aten::add", t0 + 60_000, 10_000)
-        b.launch_kernel(
-            "void at::native::vectorized_elementwise_kernel<4>",
-            launch_ns=t0 + 61_000,
-            launch_dur_ns=4_000,
-            start_ns=t0 + 70_000,
-            dur_ns=5_000,
-            ext=ext,
-        )
+        ext = b.mm_add_step(t0, 40_000 + 1_000 * i)
         if i == 3:
             b.launch_kernel(
                 "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
@@ -194,7 +173,7 @@ def test_hand_computed_figures(archive):
     assert (r0["span_ns"], r0["busy_ns"], r0["idle_ns"]) == (465_000, 135_000, 330_000)
     assert (r0["steps"], r0["step_median_ns"], r0["kernels"]) == (3, 150_000, 6)
     assert (
-        r0["top_kernel"] == GEMM
+        r0["top_kernel"] == BATCH_GEMM
         and r0["top_kernel_class"] == "gemm"
         and r0["top_kernel_share"] == pytest.approx(40 / 45)
     )
@@ -408,7 +387,7 @@ def write_job(folder: Path, gemm_ns: list[int]) -> list[Path]:
             b.annotation(f"ProfilerStep#{step + 1}", t0, 190_000)
             ext = b.op("aten::mm", t0, 5_000)
             b.launch_kernel(
-                GEMM, launch_ns=t0 + 1_000, launch_dur_ns=2_000, start_ns=t0 + 10_000, dur_ns=dur, ext=ext
+                BATCH_GEMM, launch_ns=t0 + 1_000, launch_dur_ns=2_000, start_ns=t0 + 10_000, dur_ns=dur, ext=ext
             )
             b.launch_kernel(
                 "ncclDevKernel_AllReduce_Sum_f32_RING_LL",

@@ -2,7 +2,8 @@
 
 `analyse(trace)` calls the pure analysis functions in dependency order, sharing the
 expensive intermediate frames (op tree, launch links, kernel taxonomy) between them (passed
-down, or remembered by `shared.sharing()`), and returns an `Analysis` holding each result. Nothing here formats or prints.
+down, or remembered by `shared.sharing()`), and returns an `Analysis` holding each result.
+Nothing here formats or prints.
 """
 
 from __future__ import annotations
