@@ -195,3 +195,37 @@ def test_whatif_remove_syncs(tmp_path):
     assert 0 < one.saved_ns < every.saved_ns and "1 sync call(s)" in one.description
     names = [w.scenario for w in whatif.standard(cp.graph)]
     assert names == ["no_launch_overhead", "no_syncs", "faster:gemm"]
+
+
+def test_analyse_releases_the_graph_after_its_readers(tmp_path):
+    """`analyse()` keeps the path but not its dependency graph (unless asked): the what-ifs
+    and the host_bound_path finding, its last readers, give the same results either way."""
+    from tracekit.analyse import AnalysisOptions, analyse
+
+    trace = launch_bound(n=10).load(tmp_path)
+    lean, full = analyse(trace), analyse(trace, options=AnalysisOptions(keep_graph=True))
+    assert lean.critical_path.graph is None and full.critical_path.graph is not None
+    assert lean.critical_path.segments.equals(full.critical_path.segments)
+    assert [w.to_dict() for w in lean.whatifs] == [w.to_dict() for w in full.whatifs]
+    assert [w.scenario for w in lean.whatifs] == ["no_launch_overhead", "no_syncs", "faster:elementwise"]
+    assert (lean.whatifs[0].saved_ns, lean.whatifs[0].estimate_ns) == (235_000, 20_000)
+
+    def host(a):
+        return [f.to_dict() for f in a.findings.findings if f.rule == "host_bound_path"]
+
+    assert host(lean) == host(full) and host(lean)[0]["time_lost_ns"] == 235_000
+
+
+def test_forget_drops_only_the_entries_holding_the_object():
+    from tracekit.analysis.shared import forget, remember, sharing, store
+
+    a, b = object(), object()
+    with sharing():
+        remember("x", (a,), lambda: 1)
+        remember("y", (a, b), lambda: 2)
+        remember("z", (b,), lambda: 3)
+        store()["taxonomy"] = "a frame"  # an entry of another shape is left alone
+        forget(a)
+        assert sorted(k if isinstance(k, str) else k[0] for k in store()) == ["taxonomy", "z"]
+        assert remember("x", (a,), lambda: 4) == 4  # computed again
+    forget(a)  # outside sharing(): nothing to do

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -26,7 +26,7 @@ from tracekit.analysis.launches import LaunchStats, launch_stats
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.memory import MemoryStats, memory_stats
 from tracekit.analysis.occupancy import occupancy_table
-from tracekit.analysis.shared import sharing
+from tracekit.analysis.shared import forget, sharing
 from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import Windows, windows
@@ -39,6 +39,7 @@ class AnalysisOptions:
     findings_config: dict[str, Any] = field(default_factory=dict)
     peak_tflops: float | None = None
     peak_gbps: float | None = None
+    keep_graph: bool = False  # keep `critical_path.graph` (the whole dependency graph) in the result
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
     # independent analyses, longest first, on two threads: Polars releases the GIL while
     # it works, so the second core is used; each result is the same whatever the order
     tasks: dict[str, Callable[[], Any]] = {
-        name: partial(_optional, name, trace, opts, notes[name], shared) for name in OPTIONAL[:3]
+        "critical_path": lambda: _path_and_whatifs(trace, opts, notes, shared),
+        **{name: partial(_optional, name, trace, opts, notes[name], shared) for name in ("attention", "roofline")},
     }
     tasks.update(
         gaps=lambda: gaps(trace, min_gap_ns=opts.min_gap_ns, links=links),
@@ -104,27 +106,51 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
         tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
         occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
     )
-    done = _run_all(tasks)
-    extra = {name: done.pop(name) for name in OPTIONAL[:3]}
+    done = _run_all(tasks, workers=_workers(trace))
+    path, whatifs = done.pop("critical_path")
+    extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
     core = {**done, "launches": launches}
+    scenarios = {w.scenario: w for w in whatifs}
     seed = {"nested": ops, "launches": calls, "timeline": core["timeline"], "gaps": core["gaps"],
-            "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra}
+            "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra,
+            "no_launch_overhead": scenarios.get("no_launch_overhead")}
     findings = _optional("findings", trace, opts, notes["findings"], {**shared, "seed": seed})
-    whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": extra["critical_path"]}) or []
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
                     notes=[n for name in OPTIONAL for n in notes[name]])
 
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 WORKERS = 2
+SERIAL_EVENTS = 1_000_000  # from this many events on, the analyses run one at a time
 
 
-def _run_all(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Run the tasks on `WORKERS` threads, each in a copy of this context (so they share
+def _workers(trace: Trace) -> int:
+    """Two threads pay on small traces (10-20 % on the 54 MB benchmark trace); on large
+    ones Polars already keeps both cores busy within each query, and two analyses at once
+    only add their peaks (1.6 GB against 1.8 GB at 250 MB, in the same time)."""
+    return 1 if trace.meta.event_count >= SERIAL_EVENTS else WORKERS
+
+
+def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],
+                      shared: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The critical path and its what-ifs, then (unless `keep_graph`) the path without its
+    dependency graph: the what-ifs were the graph's last readers (the findings get the
+    `no_launch_overhead` estimate they need), and at scale the graph is the largest
+    intermediate of all (about 40 % of the critical path's memory)."""
+    path = _optional("critical_path", trace, opts, notes["critical_path"], shared)
+    whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": path}) or []
+    if path is not None and not opts.keep_graph:
+        forget(path.graph)
+        path = replace(path, graph=None)
+    return path, whatifs
+
+
+def _run_all(tasks: dict[str, Callable[[], Any]], workers: int = WORKERS) -> dict[str, Any]:
+    """Run the tasks on `workers` threads, each in a copy of this context (so they share
     the `sharing()` memo); exceptions propagate as they would in a plain loop."""
-    if WORKERS < 2:
+    if workers < 2 or WORKERS < 2:
         return {name: task() for name, task in tasks.items()}
-    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tracekit-analyse") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-analyse") as pool:
         futures = {name: pool.submit(contextvars.copy_context().run, task) for name, task in tasks.items()}
         return {name: future.result() for name, future in futures.items()}
 

@@ -123,6 +123,14 @@ class Context:
 
         return critical_path(self.trace, links=gpu_links(self.trace, launches=self.launches))
 
+    @cached_property
+    def no_launch_overhead(self) -> Any:
+        """The critical path's `no_launch_overhead` what-if (None without a graph to run it on)."""
+        from tracekit.analysis.whatif import no_launch_overhead
+
+        graph = getattr(self.critical_path, "graph", None)
+        return no_launch_overhead(graph) if graph is not None else None
+
     # -- evidence --------------------------------------------------------------------------
     def evidence(self, rows: pl.DataFrame, *, limit: int = 5, note: pl.Expr | None = None) -> tuple[Evidence, ...]:
         """Evidence from rows with `name`, `ts_ns`, optional `dur_ns`/`eid`, and a `lane`, or

@@ -20,7 +20,8 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     reported in `errors` (with its message) instead of stopping the others. Disabled rules,
     and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
     `seed` hands over analyses the caller already has (keys are `Context` attributes:
-    nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention),
+    nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
+    no_launch_overhead),
     so they are not computed twice.
     """
     cfg = config if isinstance(config, Config) else Config(config)

@@ -6,7 +6,6 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis.intervals import total_union_ns
-from tracekit.analysis.whatif import no_launch_overhead
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
@@ -44,9 +43,11 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
 def host_bound_path(ctx: Context, p: Params) -> Hit | None:
     cp = ctx.critical_path
     host = cp.shares["python_overhead"] + cp.shares["launch_overhead"]
-    if cp.verdict != "launch-bound" or host < p.min_share or cp.graph is None:
+    if cp.verdict != "launch-bound" or host < p.min_share:
         return None
-    saved = no_launch_overhead(cp.graph)
+    saved = ctx.no_launch_overhead
+    if saved is None:
+        return None
     segs = cp.segments.filter(pl.col("cls").is_in(["python_overhead", "launch_overhead"]))
     top = (segs.group_by("context").agg(ns=pl.col("dur_ns").sum(), ts_ns=pl.col("start_ns").first(),
                                         lane=pl.col("lane").first())
