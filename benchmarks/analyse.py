@@ -4,8 +4,8 @@
 
 Loads the trace once, runs `analyse()` once to warm up, then N times; prints the best wall
 time and its CPU time, and the ratio to the best load time measured in the same run
-(these machines are noisy: the ratio says more than the seconds). `--workers 1` runs the
-analyses one after another instead of on two threads.
+(these machines are noisy: the ratio says more than the seconds). `--workers N` runs the
+analyses on N threads (default: `analyse.workers_for(trace)`).
 """
 
 from __future__ import annotations
@@ -46,16 +46,15 @@ def main() -> int:
     import tracekit
     import tracekit.analyse as A
 
-    if args.workers is not None:
-        A.WORKERS = args.workers
     path = Path(args.trace)
     trace = tracekit.load(path)
     load_wall, _ = best(lambda: tracekit.load(path), args.repeat)
-    A.analyse(trace)
-    wall, cpu = best(lambda: A.analyse(trace), args.repeat)
+    opts = A.AnalysisOptions(workers=args.workers)
+    A.analyse(trace, options=opts)
+    wall, cpu = best(lambda: A.analyse(trace, options=opts), args.repeat)
     print(f"trace: {path.name}  events {trace.meta.event_count:,}")
     print(f"load     {load_wall:7.3f} s")
-    print(f"analyse  {wall:7.3f} s  (CPU {cpu:.2f} s, {A.WORKERS} thread(s))  = {wall / load_wall:.1f}x the load")
+    print(f"analyse  {wall:7.3f} s  (CPU {cpu:.2f} s, {args.workers or A.workers_for(trace)} thread(s))  = {wall / load_wall:.1f}x the load")
     return 0
 
 

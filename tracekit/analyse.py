@@ -9,6 +9,7 @@ Nothing here formats or prints.
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ class AnalysisOptions:
     peak_tflops: float | None = None
     peak_gbps: float | None = None
     keep_graph: bool = False  # keep `critical_path.graph` (the whole dependency graph) in the result
+    workers: int | None = None  # threads for the independent analyses; None: see `workers_for`
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
         tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
         occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
     )
-    done = _run_all(tasks, workers=_workers(trace))
+    done = _run_all(tasks, workers=opts.workers or workers_for(trace))
     path, whatifs = done.pop("critical_path")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
     core = {**done, "launches": launches}
@@ -121,14 +123,23 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 WORKERS = 2
-SERIAL_EVENTS = 1_000_000  # from this many events on, the analyses run one at a time
+MEMORY_FACTOR = 8  # peak of analyse() with two threads, in multiples of the trace's frames (6-7x measured)
 
 
-def _workers(trace: Trace) -> int:
-    """Two threads pay on small traces (10-20 % on the 54 MB benchmark trace); on large
-    ones Polars already keeps both cores busy within each query, and two analyses at once
-    only add their peaks (1.6 GB against 1.8 GB at 250 MB, in the same time)."""
-    return 1 if trace.meta.event_count >= SERIAL_EVENTS else WORKERS
+def workers_for(trace: Trace) -> int:
+    """Two threads (10-20 % faster: 8.3-9.4 s against 10.7 s on a 250 MB trace), unless two
+    analyses at once could take more than half the machine's memory: their peaks add up
+    (at 1 GB, 6.0 GB against 5.1 GB one at a time), and running out is worse than slow."""
+    frames = sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
+    memory = _physical_memory()
+    return 1 if memory is not None and frames * MEMORY_FACTOR > memory // 2 else WORKERS
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # not POSIX
+        return None
 
 
 def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],
@@ -145,10 +156,10 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
     return path, whatifs
 
 
-def _run_all(tasks: dict[str, Callable[[], Any]], workers: int = WORKERS) -> dict[str, Any]:
+def _run_all(tasks: dict[str, Callable[[], Any]], workers: int) -> dict[str, Any]:
     """Run the tasks on `workers` threads, each in a copy of this context (so they share
     the `sharing()` memo); exceptions propagate as they would in a plain loop."""
-    if workers < 2 or WORKERS < 2:
+    if workers < 2:
         return {name: task() for name, task in tasks.items()}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-analyse") as pool:
         futures = {name: pool.submit(contextvars.copy_context().run, task) for name, task in tasks.items()}

@@ -14,7 +14,8 @@ IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio":
 
 def gpu_lanes(trace: Trace, *, t0: int, t1: int) -> list[tuple[str, str, pl.DataFrame]]:
     """One lane per (device, stream) that has work in [t0, t1], kernels coloured by class."""
-    work = trace.gpu_work.filter((pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
+    work = trace.gpu_work.select("name", "cat", "device", "stream", "ts_ns", "end_ns").filter(
+        (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     if work.is_empty():
         return []
     classes = classify_names(work["name"].unique()).select("name", "kernel_class")
@@ -34,9 +35,11 @@ def gpu_lanes(trace: Trace, *, t0: int, t1: int) -> list[tuple[str, str, pl.Data
 
 def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tuple[str, str, pl.DataFrame]]:
     """The busiest CPU threads: ops (cpu), launch calls (launch) and blocking syncs (sync)."""
-    ops = trace.ops.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#"))
-    ops = ops.filter((pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
-    rt = trace.runtime.filter((pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
+    ops = trace.ops.select("name", "cat", "pid", "tid", "ts_ns", "end_ns").filter(
+        pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#")
+        & (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
+    rt = trace.runtime.select("name", "pid", "tid", "ts_ns", "end_ns").filter(
+        (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     rt = rt.with_columns(
         cls=pl.when(pl.col("name").str.contains(BLOCKING_CALL) & ~pl.col("name").str.contains("Async")).then(pl.lit("sync"))
         .when(pl.col("name").str.contains(LAUNCH_CALLS)).then(pl.lit("launch"))

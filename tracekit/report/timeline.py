@@ -44,16 +44,20 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     span = t1 - t0  # one pixel, in these units
     s = (pl.col("start_ns").clip(t0, t1) - t0) * width
     e = (pl.col("end_ns").clip(t0, t1) - t0) * width
-    body = iv.with_columns(s=s, e=e).filter(pl.col("e") > pl.col("s"))
+    body = iv.select("lane", "cls", "prio", s=s, e=e).filter(pl.col("e") > pl.col("s"))
     if body.is_empty():
         return pl.DataFrame(schema=schema)
-    px = body.with_columns(
+    # an interval inside one pixel (most of them, zoomed out) is that pixel alone; only the
+    # others are exploded into one row per pixel they touch
+    first, last = pl.col("s") // span, (pl.col("e") - 1) // span
+    one = body.filter(first == last).select("lane", "cls", "prio", p=first, ov=pl.col("e") - pl.col("s"))
+    many = body.filter(first != last).with_columns(
         p=pl.int_ranges(pl.col("s") // span, (-(-pl.col("e") // span)).clip(1, width))
     ).explode("p").filter(pl.col("p").is_not_null() & (pl.col("p") < width))
-    px = px.with_columns(
-        ov=(pl.min_horizontal(pl.col("e"), (pl.col("p") + 1) * span) - pl.max_horizontal(pl.col("s"), pl.col("p") * span))
-        .clip(lower_bound=0)
-    )
+    many = many.select("lane", "cls", "prio", "p", ov=(
+        pl.min_horizontal(pl.col("e"), (pl.col("p") + 1) * span) - pl.max_horizontal(pl.col("s"), pl.col("p") * span))
+        .clip(lower_bound=0))
+    px = pl.concat([one, many.cast(one.schema)]).filter(pl.col("p") < width)
     per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
     per = per.with_columns(score=pl.when(pl.col("ov") * 4 >= span).then(pl.col("prio")).otherwise(0))
     best = (per.sort(["lane", "p", "score", "ov", "cls"], descending=[False, False, True, True, False])
@@ -102,12 +106,12 @@ def build_timeline(
 
     Idle gaps (cls `gap-<cause>`) and the critical path (cls `cp-<class>`) are lanes too.
     """
-    frames = [iv.select("start_ns", "end_ns", "cls", "prio").with_columns(lane=pl.lit(i, pl.Int64))
-              for i, (_, _, iv) in enumerate(lanes) if not iv.is_empty()]
-    runs = pixel_runs(pl.concat(frames) if frames else pl.DataFrame(), t0, t1, width)
+    # one lane at a time: the pixels of every lane at once were the report's peak at scale
+    runs = [pixel_runs(iv.select("start_ns", "end_ns", "cls", "prio", lane=pl.lit(i, pl.Int64)), t0, t1, width)
+            for i, (_, _, iv) in enumerate(lanes) if not iv.is_empty()]
     npp = (t1 - t0) / width if t1 > t0 else 1.0
     by_lane: dict[int, list[Rect]] = {}
-    for lane, x0, x1, cls, covered, n, level in runs.iter_rows():
+    for lane, x0, x1, cls, covered, n, level in (row for frame in runs for row in frame.iter_rows()):
         label = GPU_CLASSES.get(cls) or CPU_CLASSES.get(cls) or cls
         tip = f"{label}: {n:,} event{'s' if n != 1 else ''}, {fmt.ns(covered)} covered in {fmt.ns((x1 - x0) * npp)}"
         css = f"c-{cls}" + ("" if level == 4 else f" o{level}")
