@@ -30,6 +30,7 @@
 #define MAX_DEPTH 200
 #define MAX_ARGS 64
 #define N_SHAPES 5
+#define KEY_SLOTS 256
 
 enum { K_INT = 0, K_FLOAT = 1, K_STR = 2, K_LIST = 3 };
 enum { V_NONE = 0, V_INT = 1, V_STR = 2, V_NUM = 3 }; /* pid/tid/id value kinds */
@@ -163,6 +164,7 @@ typedef struct {
     int arg_kind[MAX_ARGS];
     const char *shape_key[N_SHAPES];
     Py_ssize_t shape_len[N_SHAPES];
+    unsigned char key_slot[KEY_SLOTS]; /* args key lookup: 1 + index (typed keys, then shapes); 0 empty */
     /* per event */
     Event *ev;
     Py_ssize_t n, cap;
@@ -172,8 +174,40 @@ typedef struct {
     int nomem;
 } Scan;
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define LOWS 0x7F7F7F7F7F7F7F7FULL
+
+/* The high bit of each byte of `x` that is zero (exact for every byte). */
+static inline uint64_t zero_bytes(uint64_t x) {
+    return ~(((x & LOWS) + LOWS) | x | LOWS);
+}
+
+static inline int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Skip JSON whitespace; runs of it (indentation) eight bytes at a time. */
 static inline void ws(Scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+    const char *p = s->p, *end = s->end;
+    for (int i = 0; i < 2; i++, p++) { /* the usual cases: none, or one space */
+        if (p >= end || !is_ws(*p)) {
+            s->p = p;
+            return;
+        }
+    }
+    while (end - p >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        uint64_t blank = zero_bytes(v ^ (ONES * ' ')) | zero_bytes(v ^ (ONES * '\n')) |
+                         zero_bytes(v ^ (ONES * '\r')) | zero_bytes(v ^ (ONES * '\t'));
+        uint64_t other = ~blank & HIGHS;
+        if (other) {
+            s->p = p + (__builtin_ctzll(other) >> 3);
+            return;
+        }
+        p += 8;
+    }
+    while (p < end && is_ws(*p)) p++;
+    s->p = p;
 }
 
 static inline int hexval(char c) {
@@ -185,8 +219,6 @@ static inline int hexval(char c) {
 
 /* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
  * escapes; -1 when it is not a valid JSON string. */
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
 
 /* The bytes of `v` that are '"', '\\', a control character or not ASCII (high bit set in each;
  * the lowest one is exact). */
@@ -276,93 +308,114 @@ typedef struct {
     int has_exp;
     int overflow; /* an integer beyond int64 */
     int64_t v;    /* the integer, when is_int and not overflow */
+    int neg;
+    int long_int;          /* more than 19 digits before any fraction */
+    uint64_t mag;          /* those digits' value, when not long_int */
+    const char *frac;      /* the fraction's digits (NULL: none) */
+    Py_ssize_t frac_len;
 } Number;
 
-static int read_number(Scan *s, Number *num) {
-    const char *p = s->p, *start = s->p;
-    int neg = 0;
-    memset(num, 0, sizeof(*num));
-    if (p < s->end && *p == '-') {
-        neg = 1;
-        p++;
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Eight bytes that are all ASCII digits. */
+static inline int eight_digits(uint64_t v) {
+    return ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+}
+
+/* The value of eight ASCII digits (the first in the lowest byte): pairs, then quads, then all. */
+static inline uint64_t eight_value(uint64_t v) {
+    v = (v & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;             /* 10 * even byte + odd byte */
+    v = (v & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;          /* 100 * pair + next pair */
+    return (v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32; /* 10^4 * quad + next quad */
+}
+
+/* The end of a run of digits at p, eight at a time while it lasts. */
+static inline const char *digits_end(const char *p, const char *end) {
+    while (end - p >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (!eight_digits(v)) break;
+        p += 8;
     }
-    if (p >= s->end || *p < '0' || *p > '9') return -1;
+    while (p < end && is_digit(*p)) p++;
+    return p;
+}
+
+/* The value of n <= 19 digits (below 10^19: no overflow in 64 bits). */
+static inline uint64_t digits_value(const char *p, Py_ssize_t n) {
     uint64_t mag = 0;
-    int overflow = 0;
-    if (*p == '0') {
-        p++;
-    } else {
-        while (p < s->end && *p >= '0' && *p <= '9') {
-            unsigned d = (unsigned)(*p - '0');
-            if (mag > (UINT64_MAX - d) / 10) overflow = 1;
-            else mag = mag * 10 + d;
-            p++;
-        }
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        mag = mag * 100000000ULL + eight_value(v);
     }
+    for (; n > 0; n--, p++) mag = mag * 10 + (unsigned)(*p - '0');
+    return mag;
+}
+
+static int read_number(Scan *s, Number *num) {
+    const char *p = s->p, *start = s->p, *end = s->end;
+    memset(num, 0, sizeof(*num));
+    if (p < end && *p == '-') {
+        num->neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) return -1;
+    const char *d0 = p;
+    p = *p == '0' ? p + 1 : digits_end(p, end);
+    Py_ssize_t n = p - d0;
+    if (n > 19) num->long_int = 1;
+    else num->mag = digits_value(d0, n);
     int is_int = 1;
-    if (p < s->end && *p == '.') {
+    if (p < end && *p == '.') {
         is_int = 0;
         p++;
-        if (p >= s->end || *p < '0' || *p > '9') return -1;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || !is_digit(*p)) return -1;
+        num->frac = p;
+        p = digits_end(p, end);
+        num->frac_len = p - num->frac;
     }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
+    if (p < end && (*p == 'e' || *p == 'E')) {
         is_int = 0;
         num->has_exp = 1;
         p++;
-        if (p < s->end && (*p == '+' || *p == '-')) p++;
-        if (p >= s->end || *p < '0' || *p > '9') return -1;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !is_digit(*p)) return -1;
+        p = digits_end(p, end);
     }
     num->sp.start = start - s->base;
     num->sp.len = p - start;
     num->is_int = is_int;
     if (is_int) {
-        if (overflow || (!neg && mag > (uint64_t)INT64_MAX) || (neg && mag > (uint64_t)INT64_MAX + 1)) {
+        uint64_t mag = num->mag;
+        if (num->long_int || (!num->neg && mag > (uint64_t)INT64_MAX) || (num->neg && mag > (uint64_t)INT64_MAX + 1)) {
             num->overflow = 1;
         } else {
-            num->v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+            num->v = num->neg ? (int64_t)(0 - mag) : (int64_t)mag;
         }
     }
     s->p = p;
     return 0;
 }
 
-/* Microseconds as written -> nanoseconds (INT_NULL when out of range); -1: leave it to Python. */
+/* A time in µs -> integer ns: the first three fraction digits, rounded half up on the
+ * fourth (away from zero for negative times); null past Int64; -1 (the Python path
+ * decides) for exponents and for values at the very edge where float rounding matters. */
 static int number_ns(const Scan *s, const Number *num, int64_t *out) {
     if (num->has_exp) return -1;
-    const char *p = s->base + num->sp.start, *e = p + num->sp.len;
-    int64_t sign = 1;
-    if (*p == '-') {
-        sign = -1;
-        p++;
-    }
-    uint64_t ip = 0;
-    int big = 0;
-    while (p < e && *p != '.') {
-        if (ip > 1000000000000000000ULL) big = 1;
-        else ip = ip * 10 + (unsigned)(*p - '0');
-        p++;
-    }
-    if (big || ip >= (uint64_t)MAX_US) {
-        if (p < e && ip >= (uint64_t)MAX_US - 2 && ip <= (uint64_t)MAX_US + 2) return -1; /* float rounding at the edge */
+    int64_t sign = num->neg ? -1 : 1;
+    uint64_t ip = num->mag;
+    if (num->long_int || ip >= (uint64_t)MAX_US) {
+        if (num->frac && !num->long_int && ip >= (uint64_t)MAX_US - 2 && ip <= (uint64_t)MAX_US + 2) return -1;
         *out = INT_NULL;
         return 0;
     }
     int64_t frac = 0, bump = 0;
-    if (p < e) { /* the fraction */
-        p++;
-        int digits = 0;
-        while (p < e && digits < 3) {
-            frac = frac * 10 + (*p - '0');
-            p++;
-            digits++;
-        }
-        while (digits < 3) {
-            frac *= 10;
-            digits++;
-        }
-        if (p < e && *p >= '5') bump = sign;
+    if (num->frac) {
+        const char *p = num->frac;
+        for (int i = 0; i < 3; i++) frac = frac * 10 + (i < num->frac_len ? p[i] - '0' : 0);
+        if (num->frac_len > 3 && p[3] >= '5') bump = sign;
         if (ip >= (uint64_t)MAX_US - 2) return -1;
     }
     *out = sign * ((int64_t)ip * 1000 + frac) + bump;
@@ -500,6 +553,37 @@ static Entry *new_entry(Scan *s, int32_t key) {
     return e;
 }
 
+static inline unsigned key_hash(const char *k, Py_ssize_t n) {
+    if (n == 0) return 0;
+    return ((unsigned)n * 131u + (unsigned char)k[0] * 31u + (unsigned char)k[n - 1] * 7u +
+            (unsigned char)k[n / 2]) & (KEY_SLOTS - 1);
+}
+
+/* The args key's index: a typed key (< nargs), a shape key (nargs + i), or -1. */
+static inline int find_key(const Scan *s, const char *k, Py_ssize_t n) {
+    for (unsigned j = key_hash(k, n);; j = (j + 1) & (KEY_SLOTS - 1)) {
+        int slot = s->key_slot[j];
+        if (!slot) return -1;
+        int i = slot - 1;
+        const char *word = i < s->nargs ? s->arg_key[i] : s->shape_key[i - s->nargs];
+        Py_ssize_t len = i < s->nargs ? s->arg_len[i] : s->shape_len[i - s->nargs];
+        if (len == n && memcmp(word, k, (size_t)n) == 0) return i;
+    }
+}
+
+/* Fill the lookup table; a key listed twice keeps its first index (as a scan in order would). */
+static void index_keys(Scan *s) {
+    memset(s->key_slot, 0, sizeof(s->key_slot));
+    for (int i = 0; i < s->nargs + N_SHAPES; i++) {
+        const char *word = i < s->nargs ? s->arg_key[i] : s->shape_key[i - s->nargs];
+        Py_ssize_t len = i < s->nargs ? s->arg_len[i] : s->shape_len[i - s->nargs];
+        if (find_key(s, word, len) >= 0) continue;
+        unsigned j = key_hash(word, len);
+        while (s->key_slot[j]) j = (j + 1) & (KEY_SLOTS - 1);
+        s->key_slot[j] = (unsigned char)(i + 1);
+    }
+}
+
 static int hex_text(const char *p, Py_ssize_t n) {
     if (n < 3 || p[0] != '0' || (p[1] != 'x' && p[1] != 'X')) return 0;
     for (Py_ssize_t i = 2; i < n; i++)
@@ -518,22 +602,9 @@ static int read_args(Scan *s) {
     for (;;) {
         Span k;
         if (read_key(s, &k, 1) < 0) return -1;
-        int hit = -1;
-        for (int i = 0; i < s->nargs; i++) {
-            if (key_is(&k, base, s->arg_key[i], s->arg_len[i])) {
-                hit = i;
-                break;
-            }
-        }
-        int shape = -1;
-        if (hit < 0 && k.len > 5) {
-            for (int i = 0; i < N_SHAPES; i++) {
-                if (key_is(&k, base, s->shape_key[i], s->shape_len[i])) {
-                    shape = i;
-                    break;
-                }
-            }
-        }
+        int found = find_key(s, base + k.start, k.len);
+        int hit = found < s->nargs ? found : -1;
+        int shape = found >= s->nargs && found < s->nargs + N_SHAPES ? found - s->nargs : -1;
         if (hit >= 0) {
             Entry *en = new_entry(s, hit);
             if (!en) return -1;
@@ -1268,6 +1339,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         s.shape_key[i] = shape_keys[i];
         s.shape_len[i] = (Py_ssize_t)strlen(shape_keys[i]);
     }
+    index_keys(&s);
     int init_ok = 1;
     for (int i = 0; i < N_STRF; i++) init_ok = init_ok && intern_init(&s.strs[i]) == 0;
     if (!init_ok) {
