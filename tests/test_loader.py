@@ -274,6 +274,9 @@ def test_every_real_trace_loads(path):
     assert slices["ts_ns"].null_count() == 0
     assert (slices["dur_ns"] >= 0).all()
     assert (slices["end_ns"] == slices["ts_ns"] + slices["dur_ns"]).all()
+    for name in ("ops", "runtime", "gpu", "flows", "instants", "memory", "counters"):
+        frame = getattr(t, name)  # in time order, ties in file order
+        assert frame.equals(frame.sort(["ts_ns", "eid"], nulls_last=True)), name
 
 
 @pytest.mark.real
@@ -331,3 +334,23 @@ def test_gpu_work_before_its_launch_is_noted_against_the_first_call_of_its_id():
     row = t.warnings.filter(pl.col("code") == "gpu_before_launch").row(0, named=True)
     assert row["count"] == 1
     assert row["first_eid"] == t.gpu.filter(pl.col("name") == "k_early")["eid"].item()
+
+
+def test_stable_time_sort_only_for_rows_in_file_order():
+    """Rows in file order sort on time alone (stable: ties keep file order); a chunk whose
+    rows are not in file order is sorted on (time, eid)."""
+    from tracekit.loader.columns import Parts
+    from tracekit.loader.frames import Frames, _sorted
+
+    def part(eids, ts):
+        frame = pl.DataFrame({"eid": eids, "ts_ns": ts}, schema={"eid": pl.Int64, "ts_ns": pl.Int64})
+        frame = frame.with_columns(pl.lit(None, t).alias(c) for c, t in SCHEMAS["gpu"].items() if c not in frame.columns)
+        return Parts(n=len(eids), frames={"gpu": frame}, stats={}, kineto=True, bad_types=0, dropped=0)
+
+    ordered = Frames([part([0, 1, 2], [30, 10, 10]), part([0, 1], [10, None])])
+    assert ordered.in_file_order("gpu")
+    got = _sorted(ordered.cat("gpu"), "gpu", in_file_order=True).collect()
+    assert got.select("eid", "ts_ns").rows() == [(1, 10), (2, 10), (3, 10), (0, 30), (4, None)]
+    assert not Frames([part([1, 0], [5, 5])]).in_file_order("gpu")
+    got = _sorted(Frames([part([1, 0], [5, 5])]).cat("gpu"), "gpu").collect()
+    assert got["eid"].to_list() == [0, 1]

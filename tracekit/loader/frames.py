@@ -77,6 +77,11 @@ class Frames:
             p.frames.pop(name, None)
         return out
 
+    def in_file_order(self, name: str) -> bool:
+        """The parts' rows of that name, concatenated, are in eid order (chunks follow each
+        other in the file, so each part in order is enough)."""
+        return all(p.frames[name]["eid"].is_sorted() for p in self.parts if name in p.frames)
+
     def cat(self, name: str) -> pl.LazyFrame:
         pieces = [p.frames[name].lazy().with_columns(eid=pl.col("eid") + off)
                   for p, off in zip(self.parts, self.offsets) if name in p.frames and p.frames[name].height]
@@ -129,15 +134,21 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     del order
     done: dict[str, pl.DataFrame] = {}
     for name in ("ops", "runtime", "gpu", "flows", "instants", "memory"):
+        ordered = not extra.get(name) and frames.in_file_order(name)
         lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
-        done[name] = _sorted(lf, name).collect()
+        done[name] = _sorted(lf, name, in_file_order=ordered).collect()
     done["counters"] = counters_frame(frames.take("counters").collect())
     return {name: done[name] for name in SCHEMAS if name != "warnings"}
 
 
-def _sorted(lf: pl.LazyFrame, name: str) -> pl.LazyFrame:
+def _sorted(lf: pl.LazyFrame, name: str, *, in_file_order: bool = False) -> pl.LazyFrame:
+    """In time order, ties in file (eid) order. Rows already in file order take a stable sort
+    on time alone: the same order, and about half the cost on nearly sorted traces."""
     schema = SCHEMAS[name]
-    return lf.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(["ts_ns", "eid"], nulls_last=True)
+    lf = lf.select([pl.col(c).cast(t) for c, t in schema.items()])
+    if in_file_order:
+        return lf.sort("ts_ns", nulls_last=True, maintain_order=True)
+    return lf.sort(["ts_ns", "eid"], nulls_last=True)
 
 
 def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
