@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
+
+import pytest
 
 from tracekit import allocator
 
@@ -37,3 +40,25 @@ def test_library_import_changes_nothing():
 
 def test_configure_after_polars_says_so():
     assert probe("import polars, tracekit.allocator as a; print(a.configure())").splitlines()[0] == "False"
+
+
+ARENAS = ("import ctypes, sys, threading; {imports}; "
+          "work = lambda: [bytearray(200_000) for _ in range(50)]; "
+          "threads = [threading.Thread(target=work) for _ in range(4)]; "
+          "[t.start() for t in threads]; [t.join() for t in threads]; "
+          "sys.stderr.flush(); ctypes.CDLL('libc.so.6').malloc_stats()")
+
+
+def arenas(imports: str, **env: str) -> int:
+    """How many glibc malloc arenas four allocating threads end up with (malloc_stats)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("_RJEM_MALLOC_CONF", "MALLOC_ARENA_MAX")}
+    out = subprocess.run([sys.executable, "-c", ARENAS.format(imports=imports)], capture_output=True, text=True,
+                         check=True, env={**clean, **env})
+    return out.stderr.count("Arena ")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc arenas (this is not glibc)")
+def test_cli_keeps_glibc_to_one_arena_unless_told_otherwise():
+    assert arenas("import tracekit.cli.main") == 1
+    assert arenas("import tracekit") > 1  # the library changes nothing
+    assert arenas("import tracekit.cli.main", MALLOC_ARENA_MAX="2") == 2  # the user's setting wins
