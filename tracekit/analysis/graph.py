@@ -252,25 +252,27 @@ def _points(nested: pl.DataFrame) -> pl.DataFrame:
     At equal times ends come before starts, inner ends before outer ones, outer starts
     before inner ones. A zero-length slice has only its start point. `owner` is the
     innermost slice open right after the point. Threads sort as (pid, tid) through one
-    integer per thread (`_thread`, their rank): sorting on two strings costs more.
+    integer per thread (`_thread`, their rank): sorting on two strings costs more; each
+    thread's `lane` text is made once and shared by its points.
     """
     dur = pl.col("end_ns") - pl.col("ts_ns")
-    threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
-    nested = nested.join(threads, on=["pid", "tid"], how="left", nulls_equal=True)
-    starts = nested.select("pid", "tid", "_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
+    threads = (nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
+               .with_columns(lane=pl.format("cpu:{}:{}", "pid", "tid")))  # one string per thread, shared by its rows
+    nested = nested.select("eid", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid").join(
+        threads.select("pid", "tid", "_thread", "lane"), on=["pid", "tid"], how="left", nulls_equal=True)
+    starts = nested.select("_thread", "lane", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
                            key=pl.col("depth"), owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
-    ends = nested.filter(dur > 0).select("pid", "tid", "_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
+    ends = nested.filter(dur > 0).select("_thread", "lane", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
                                          key=-pl.col("depth"), owner=pl.col("parent_eid"))
-    pts = pl.concat([starts, ends]).sort("_thread", "t", "opening", "key", "eid").drop("_thread")
-    return pts.with_row_index("node").with_columns(pl.col("node").cast(I64),
-                                                   lane=pl.format("cpu:{}:{}", "pid", "tid"))
+    pts = pl.concat([starts, ends]).sort("_thread", "t", "opening", "key", "eid")
+    return pts.with_row_index("node").with_columns(pl.col("node").cast(I64))
 
 
 def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, launched: pl.DataFrame,
               callers: pl.DataFrame, idle_gap_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The CPU pieces (SEGMENT_SCHEMA, `src` = the anchor the piece's chain edge starts at) and the anchors."""
-    same = (pl.col("pid") == pl.col("pid").shift(-1)) & (pl.col("tid") == pl.col("tid").shift(-1))
-    first = ~((pl.col("pid") == pl.col("pid").shift(1)) & (pl.col("tid") == pl.col("tid").shift(1))).fill_null(False)
+    same = pl.col("_thread") == pl.col("_thread").shift(-1)
+    first = ~(pl.col("_thread") == pl.col("_thread").shift(1)).fill_null(False)
     targets = syncs.select("eid").with_columns(_sync=pl.lit(True))
     pts = points.with_columns(_next=pl.when(same).then(pl.col("t").shift(-1)), _first=first,
                               _last=~same.fill_null(False))
