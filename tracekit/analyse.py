@@ -4,6 +4,11 @@
 expensive intermediate frames (op tree, launch links, kernel taxonomy) between them (passed
 down, or remembered by `shared.sharing()`), and returns an `Analysis` holding each result.
 Nothing here formats or prints.
+
+The independent analyses run on two threads (`workers_for`: one when two at once could need
+more than half the machine's memory; `AnalysisOptions.workers` decides instead). The critical
+path's dependency graph is dropped once its what-ifs are computed, unless
+`AnalysisOptions.keep_graph`.
 """
 
 from __future__ import annotations
@@ -123,7 +128,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 WORKERS = 2
-MEMORY_FACTOR = 8  # peak of analyse() with two threads, in multiples of the trace's frames (6-7x measured)
+MEMORY_FACTOR = 10  # the process's peak with two threads, in multiples of the frames' size (9.4x at 250 MB, 8x at 1 GB)
 
 
 def workers_for(trace: Trace) -> int:
