@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from test_graph import sync_stalled
@@ -17,12 +18,8 @@ def trace(tmp_path_factory):
     return sync_stalled().load(tmp_path_factory.mktemp("analyse"))
 
 
-def _frames_bytes(trace) -> int:
-    return sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
-
-
 def test_two_threads_unless_memory_is_short(trace, monkeypatch):
-    need = _frames_bytes(trace) * A.MEMORY_FACTOR  # two analyses at once, about
+    need = A._frames_bytes(trace) * A.MEMORY_FACTOR  # two analyses at once, about
     monkeypatch.setattr(A, "_physical_memory", lambda: 2 * need)  # exactly half: still fits
     assert A.workers_for(trace) == 2
     monkeypatch.setattr(A, "_physical_memory", lambda: 2 * need - 2)
@@ -31,8 +28,34 @@ def test_two_threads_unless_memory_is_short(trace, monkeypatch):
     assert A.workers_for(trace) == 2
 
 
-def test_same_report_on_one_thread_or_two(trace):
-    reports = [json.loads(render_json(build_report(trace, analysis=A.analyse(trace, options=A.AnalysisOptions(workers=n)))))
-               for n in (1, 2)]
-    assert reports[0] == reports[1]
-    assert reports[0]["findings"]  # a report with content, not two empty ones
+def test_same_report_on_one_thread_or_two_and_in_phases(trace, monkeypatch):
+    def report(workers):
+        return json.loads(render_json(build_report(trace, analysis=A.analyse(trace, options=A.AnalysisOptions(workers=workers)))))
+
+    reports = [report(1), report(2)]
+    monkeypatch.setattr(A, "PHASED_BYTES", 0)  # the heaviest analyses after the critical path
+    reports.append(report(2))
+    assert reports[0] == reports[1] == reports[2]
+    assert reports[0]["findings"]  # a report with content, not empty ones
+
+
+@pytest.mark.parametrize("phased", [True, False])
+def test_heaviest_wait_for_the_critical_path_on_large_traces(trace, monkeypatch, phased):
+    events: list[str] = []
+    path, gaps = A._path_and_whatifs, A.gaps
+
+    def path_then_mark(*args, **kwargs):
+        out = path(*args, **kwargs)
+        time.sleep(0.5)  # a long critical path: the other thread reaches gaps meanwhile, unless it waits
+        events.append("path done")
+        return out
+
+    def gaps_marked(*args, **kwargs):
+        events.append("gaps start")
+        return gaps(*args, **kwargs)
+
+    monkeypatch.setattr(A, "_path_and_whatifs", path_then_mark)
+    monkeypatch.setattr(A, "gaps", gaps_marked)
+    monkeypatch.setattr(A, "PHASED_BYTES", 0 if phased else 2**62)
+    A.analyse(trace, options=A.AnalysisOptions(workers=2))
+    assert events == (["path done", "gaps start"] if phased else ["gaps start", "path done"])
