@@ -27,6 +27,10 @@
 
 #define INT_NULL INT64_MIN
 #define MAX_US 9223372036854775LL
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the eight-bytes-at-a-time reads assume a little-endian machine (the install then skips this scanner)"
+#endif
+
 #define MAX_DEPTH 200
 #define MAX_ARGS 64
 #define N_SHAPES 5
