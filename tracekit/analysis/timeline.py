@@ -76,10 +76,14 @@ def windowed(work: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """
     if work.is_empty() or bounds.is_empty():
         return pl.DataFrame(schema={**WORK_SCHEMA, **BOUNDS_SCHEMA})
-    right = bounds.rename({"device": "_device"})
-    pairs = work.join_where(right, pl.col("ts_ns") <= pl.col("window_end_ns"),
-                            pl.col("end_ns") >= pl.col("window_start_ns"))
-    pairs = pairs.filter(pl.col("device") == pl.col("_device")).drop("_device")
+    if bounds["device"].is_unique().all():  # one window per device (its span): a plain join
+        pairs = work.join(bounds, on="device", how="inner", maintain_order="left").filter(
+            (pl.col("ts_ns") <= pl.col("window_end_ns")) & (pl.col("end_ns") >= pl.col("window_start_ns")))
+    else:
+        right = bounds.rename({"device": "_device"})
+        pairs = work.join_where(right, pl.col("ts_ns") <= pl.col("window_end_ns"),
+                                pl.col("end_ns") >= pl.col("window_start_ns"))
+        pairs = pairs.filter(pl.col("device") == pl.col("_device")).drop("_device")
     overlaps = (pl.col("ts_ns") < pl.col("window_end_ns")) & (pl.col("end_ns") > pl.col("window_start_ns"))
     inside = overlaps | (pl.col("ts_ns") == pl.col("end_ns"))
     return pairs.filter(inside).with_columns(
