@@ -28,6 +28,7 @@ import polars as pl
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.nesting import ancestors
+from tracekit.analysis.shared import remember
 from tracekit.model import Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -87,11 +88,16 @@ def attribute(trace: Trace) -> Attribution:
 
 
 def closure_pairs(nested: pl.DataFrame) -> pl.DataFrame:
-    """(eid, ancestor_eid) for every op and each of its ancestors, itself included."""
+    """(eid, ancestor_eid) for every op and each of its ancestors, itself included (once per
+    op tree inside `shared.sharing()`: attribution and every `op_paths` call share it)."""
     if nested.is_empty():
         return pl.DataFrame(schema=CLOSURE_SCHEMA)
-    own = nested.select("eid", pl.col("eid").alias("ancestor_eid"))
-    return pl.concat([own, ancestors(nested).cast(CLOSURE_SCHEMA)])
+
+    def compute() -> pl.DataFrame:
+        own = nested.select("eid", pl.col("eid").alias("ancestor_eid"))
+        return pl.concat([own, ancestors(nested).cast(CLOSURE_SCHEMA)])
+
+    return remember("closure_pairs", (nested,), compute)
 
 
 def op_paths(nested: pl.DataFrame, eids: pl.Series, *, sep: str = " > ") -> pl.DataFrame:
