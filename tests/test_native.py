@@ -91,6 +91,28 @@ def test_golden_piece_matches_python_path(monkeypatch):
     assert_same_frames(py, nat)
 
 
+# keys next to the common ones (read from their bytes): longer names sharing a prefix, after
+# the real key so that a wrong match would overwrite it; space before the colon, compact and
+# spread-out writing, and a last key near the piece's end
+NEAR_KEYS = rb"""[
+ {"ph" :"X", "phase": "B", "cat":"cpu_op", "cats": "no", "name": "a", "named": "b", "pid": 7, "pidx": 1,
+  "tid": 8, "tids": 2, "ts": 10, "tsx": 3, "dur": 5, "durs": 4, "args": {"External id": 1}, "argsx": {"a": 1},
+  "ids": 5, "s": "t", "sx": "u", "bpx": "v"},
+ {"ph":"i","cat":"c","name":"n","pid":1,"tid":1,"ts":20,"s":"g"},
+ {"ph": "f", "cat": "ac2g", "name": "", "pid": 7, "tid": 8, "ts": 30, "id": 16, "bp": "e"},{"s":"p","ts":1}
+]"""
+
+
+@built
+def test_keys_near_the_common_ones_match_python_path(monkeypatch):
+    assert native.native_batch(NEAR_KEYS) is not None  # the scanner takes it
+    py, nat = load_both(NEAR_KEYS, monkeypatch)
+    assert_same_frames(py, nat)
+    ops = nat.ops.row(0, named=True)
+    assert (ops["name"], ops["pid"], ops["tid"], ops["ts_ns"], ops["dur_ns"], ops["external_id"]) == (
+        "a", "7", "8", 10_000, 5_000, 1)
+
+
 @built
 @pytest.mark.parametrize("event", [
     b'{"ph": "X", "pid": true, "ts": 1}',  # a boolean pid: counted as a wrong type

@@ -684,6 +684,66 @@ static int grow(Scan *s) {
     return 0;
 }
 
+/* An event's keys: the string fields (F_*), then the rest; EK_OTHER is skipped. */
+enum { EK_PID = N_STRF, EK_TID, EK_ID, EK_TS, EK_DUR, EK_ARGS, EK_OTHER, EK_READ = -2 };
+
+static int event_key(const Span *k, const char *base) {
+    if (key_is(k, base, "ph", 2)) return F_PH;
+    if (key_is(k, base, "cat", 3)) return F_CAT;
+    if (key_is(k, base, "name", 4)) return F_NAME;
+    if (key_is(k, base, "bp", 2)) return F_BP;
+    if (key_is(k, base, "s", 1)) return F_S;
+    if (key_is(k, base, "pid", 3)) return EK_PID;
+    if (key_is(k, base, "tid", 3)) return EK_TID;
+    if (key_is(k, base, "id", 2)) return EK_ID;
+    if (key_is(k, base, "ts", 2)) return EK_TS;
+    if (key_is(k, base, "dur", 3)) return EK_DUR;
+    if (key_is(k, base, "args", 4)) return EK_ARGS;
+    return EK_OTHER;
+}
+
+/* The common event keys read straight from the bytes at s->p (the opening quote): the key
+ * with its quotes, the colon and the whitespace around it, as `read_key` would. EK_READ
+ * (nothing consumed) for any other key, which `read_key` then reads; -1 when no value
+ * follows the colon. */
+static inline int known_key(Scan *s) {
+    const char *p = s->p;
+    if (s->end - p < 8 || *p != '"') return EK_READ;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    int key = EK_READ, n = 0;
+#define KEY(text, id)                                                                      \
+    do {                                                                                   \
+        const int len = (int)sizeof(text) - 1;                                             \
+        uint64_t want = 0;                                                                 \
+        memcpy(&want, text, len);                                                          \
+        if ((v & (len == 8 ? ~0ULL : ((1ULL << (8 * len)) - 1))) == want) {                \
+            key = id;                                                                      \
+            n = len;                                                                       \
+        }                                                                                  \
+    } while (0)
+    switch (p[1]) {
+    case 'p': KEY("\"ph\"", F_PH); if (!n) KEY("\"pid\"", EK_PID); break;
+    case 't': KEY("\"ts\"", EK_TS); if (!n) KEY("\"tid\"", EK_TID); break;
+    case 'c': KEY("\"cat\"", F_CAT); break;
+    case 'n': KEY("\"name\"", F_NAME); break;
+    case 'd': KEY("\"dur\"", EK_DUR); break;
+    case 'a': KEY("\"args\"", EK_ARGS); break;
+    case 'i': KEY("\"id\"", EK_ID); break;
+    case 'b': KEY("\"bp\"", F_BP); break;
+    case 's': KEY("\"s\"", F_S); break;
+    default: break;
+    }
+#undef KEY
+    if (!n) return EK_READ;
+    s->p = p + n;
+    ws(s);
+    if (s->p >= s->end || *s->p != ':') return -1;
+    s->p++;
+    ws(s);
+    return s->p < s->end ? key : -1;
+}
+
 static int read_event(Scan *s) {
     if (s->n == s->cap && grow(s) < 0) {
         s->nomem = 1;
@@ -707,14 +767,15 @@ static int read_event(Scan *s) {
     }
     int had_args = 0;
     for (;;) {
-        Span k;
-        if (read_key(s, &k, 1) < 0) return -1;
-        int field = -1;
-        if (key_is(&k, base, "ph", 2)) field = F_PH;
-        else if (key_is(&k, base, "cat", 3)) field = F_CAT;
-        else if (key_is(&k, base, "name", 4)) field = F_NAME;
-        else if (key_is(&k, base, "bp", 2)) field = F_BP;
-        else if (key_is(&k, base, "s", 1)) field = F_S;
+        int key = known_key(s);
+        if (key == EK_READ) {
+            Span k;
+            if (read_key(s, &k, 1) < 0) return -1;
+            key = event_key(&k, base);
+        } else if (key < 0) {
+            return -1;
+        }
+        int field = key < N_STRF ? key : -1;
         if (field >= 0) {
             Span sp;
             int e2;
@@ -725,17 +786,17 @@ static int read_event(Scan *s) {
                 return -1;
             }
             e->str[field] = id;
-        } else if (key_is(&k, base, "pid", 3)) {
+        } else if (key == EK_PID) {
             if (read_scalar(s, &e->pid) < 0) return -1;
-        } else if (key_is(&k, base, "tid", 3)) {
+        } else if (key == EK_TID) {
             if (read_scalar(s, &e->tid) < 0) return -1;
-        } else if (key_is(&k, base, "id", 2)) {
+        } else if (key == EK_ID) {
             if (read_scalar(s, &e->id) < 0) return -1;
-        } else if (key_is(&k, base, "ts", 2)) {
+        } else if (key == EK_TS) {
             if (read_time(s, &e->ts) < 0) return -1;
-        } else if (key_is(&k, base, "dur", 3)) {
+        } else if (key == EK_DUR) {
             if (read_time(s, &e->dur) < 0) return -1;
-        } else if (key_is(&k, base, "args", 4)) {
+        } else if (key == EK_ARGS) {
             if (*s->p != '{' || had_args) return -1;
             had_args = 1;
             const char *a0 = s->p;
