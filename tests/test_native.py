@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import all_real_traces
 from hypothesis import HealthCheck, given, seed, settings
@@ -101,6 +102,29 @@ NEAR_KEYS = rb"""[
  {"ph":"i","cat":"c","name":"n","pid":1,"tid":1,"ts":20,"s":"g"},
  {"ph": "f", "cat": "ac2g", "name": "", "pid": 7, "tid": 8, "ts": 30, "id": 16, "bp": "e"},{"s":"p","ts":1}
 ]"""
+
+
+@built
+def test_numbers_of_every_length(monkeypatch):
+    """Integers of 1 to 19 digits (read up to seven at a time, or in runs of eight), each
+    followed by another terminator, and times with and without fractions, the last near the
+    piece's end."""
+    ends = [",", "}", " ,", "\n,"]
+    events = []
+    for n in range(1, 20):
+        value = int("1234567890123456789"[:n])
+        end = ends[n % len(ends)]
+        args = f'{{"External id": {value}{end}' + ('' if end.strip().endswith("}") else ' "Sequence number": -' + str(value) + '}')
+        events.append(f'{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": {n}, "tid": 1, "ts": {value % 10**15}.{n:03d}, '
+                      f'"dur": {n}, "args": {args}}}')
+    events.append('{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 0, "tid": 1, "ts": 7, "dur": 1}')
+    text = ("[" + ",".join(events) + "]").encode()
+    assert native.native_batch(text) is not None
+    py, nat = load_both(text, monkeypatch)
+    assert_same_frames(py, nat)
+    ops = nat.ops.sort(pl.col("pid").cast(pl.Int64))
+    assert ops["external_id"].to_list() == [None] + [int("1234567890123456789"[:n]) for n in range(1, 20)]
+    assert ops.filter(pl.col("pid") == "12")["ts_ns"].item() == (123456789012 % 10**15) * 1000 + 12
 
 
 @built

@@ -334,6 +334,15 @@ static inline uint64_t eight_value(uint64_t v) {
     return (v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32; /* 10^4 * quad + next quad */
 }
 
+/* How many of the eight bytes of `v` (the first in the lowest byte) are digits before the
+ * first that is not: 0..8. */
+static inline int leading_digits(uint64_t v) {
+    uint64_t high = (v & 0xF0F0F0F0F0F0F0F0ULL) ^ 0x3030303030303030ULL;                  /* not 0x3_ */
+    uint64_t over = ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) ^ 0x3030303030303030ULL; /* past '9' */
+    uint64_t bad = ~zero_bytes(high | over) & HIGHS; /* exact up to the first non-digit */
+    return bad ? __builtin_ctzll(bad) >> 3 : 8;
+}
+
 /* The end of a run of digits at p, eight at a time while it lasts. */
 static inline const char *digits_end(const char *p, const char *end) {
     while (end - p >= 8) {
@@ -367,10 +376,28 @@ static int read_number(Scan *s, Number *num) {
     }
     if (p >= end || !is_digit(*p)) return -1;
     const char *d0 = p;
-    p = *p == '0' ? p + 1 : digits_end(p, end);
+    int short_run = 0;
+    if (*p == '0') {
+        p++;
+    } else if (end - p >= 8) { /* up to seven digits (most numbers): read in one go */
+        uint64_t v;
+        memcpy(&v, p, 8);
+        int k = leading_digits(v);
+        if (k < 8) {
+            num->mag = eight_value(v << (8 * (8 - k))); /* the digits, after zero bytes that read as 0 */
+            p += k;
+            short_run = 1;
+        } else {
+            p = digits_end(p, end);
+        }
+    } else {
+        p = digits_end(p, end);
+    }
     Py_ssize_t n = p - d0;
-    if (n > 19) num->long_int = 1;
-    else num->mag = digits_value(d0, n);
+    if (!short_run) {
+        if (n > 19) num->long_int = 1;
+        else num->mag = digits_value(d0, n);
+    }
     int is_int = 1;
     if (p < end && *p == '.') {
         is_int = 0;
