@@ -215,17 +215,3 @@ def test_analyse_releases_the_graph_after_its_readers(tmp_path):
 
     assert host(lean) == host(full) and host(lean)[0]["time_lost_ns"] == 235_000
 
-
-def test_forget_drops_only_the_entries_holding_the_object():
-    from tracekit.analysis.shared import forget, remember, sharing, store
-
-    a, b = object(), object()
-    with sharing():
-        remember("x", (a,), lambda: 1)
-        remember("y", (a, b), lambda: 2)
-        remember("z", (b,), lambda: 3)
-        store()["taxonomy"] = "a frame"  # an entry of another shape is left alone
-        forget(a)
-        assert sorted(k if isinstance(k, str) else k[0] for k in store()) == ["taxonomy", "z"]
-        assert remember("x", (a,), lambda: 4) == 4  # computed again
-    forget(a)  # outside sharing(): nothing to do

@@ -33,7 +33,7 @@ from tracekit.analysis.launches import LaunchStats, launch_stats
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.memory import MemoryStats, memory_stats
 from tracekit.analysis.occupancy import occupancy_table
-from tracekit.analysis.shared import forget, sharing
+from tracekit.analysis.shared import sharing
 from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import Windows, windows
@@ -93,8 +93,8 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
     launches = launch_stats(trace, calls=calls, gpu=links)
     shared = {"ops": ops, "calls": calls, "links": links}
     notes: dict[str, list[str]] = {name: [] for name in OPTIONAL}
-    # independent analyses, longest first, on two threads: Polars releases the GIL while
-    # it works, so the second core is used; each result is the same whatever the order
+    # independent analyses, longest first, on `workers` threads: Polars releases the GIL
+    # while it works, so the second core is used; each result is the same whatever the order
     tasks: dict[str, Callable[[], Any]] = {
         "critical_path": lambda: _path_and_whatifs(trace, opts, notes, shared),
         **{name: partial(_optional, name, trace, opts, notes[name], shared) for name in ("attention", "roofline")},
@@ -169,7 +169,6 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
     path = _optional("critical_path", trace, opts, notes["critical_path"], shared)
     whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": path}) or []
     if path is not None and not opts.keep_graph:
-        forget(path.graph)
         path = replace(path, graph=None)
     return path, whatifs
 

@@ -55,13 +55,3 @@ def store() -> dict[Any, Any] | None:
     shape (e.g. the taxonomy by name)."""
     return _MEMO.get()
 
-
-def forget(obj: Any) -> None:
-    """Drop the entries that hold `obj` among their inputs, so it can be freed before the
-    `sharing()` block ends (e.g. a dependency graph once its readers are done)."""
-    memo = _MEMO.get()
-    if memo is None:
-        return
-    for key, entry in list(memo.items()):  # a snapshot: other threads may add entries
-        if isinstance(key, tuple) and any(i is obj for i in entry[0]):  # `remember` entries only
-            memo.pop(key, None)

@@ -25,7 +25,7 @@ start at any node, so distances never go below 0), done on the edge arrays
 (`longest.longest_weight`) with one topological order (`Order`, the graph's
 `edge_order`) computed once per graph and shared by all scenarios and the critical path,
 instead of building a new DiGraph each time. The current weight is computed once per
-graph too (`current_weight`).
+graph too (`DepGraph.path_weight_ns`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import polars as pl
 
 from tracekit.analysis.graph import DepGraph
 from tracekit.analysis.longest import EdgeOrder, longest_weight
-from tracekit.analysis.shared import remember
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.errors import UsageError
 
@@ -81,15 +80,11 @@ def path_weight(dep: DepGraph, weights: pl.Series | None = None, *, order: Order
 
 
 def no_launch_overhead(dep: DepGraph, *, order: Order | None = None) -> WhatIf:
-    """Launch and Python overhead on the CPU gone (CUDA graphs / torch.compile). Once per
-    graph inside `shared.sharing()`: the report's scenarios and the `host_bound_path` rule
-    both ask for it."""
-    def compute() -> WhatIf:
-        weights = _cpu_without(dep, HOST)
-        return _estimate(dep, "no_launch_overhead", "launch and Python overhead removed (CUDA graphs, torch.compile)",
-                         weights, order)
-
-    return remember("whatif.no_launch_overhead", (dep,), compute)
+    """Launch and Python overhead on the CPU gone (CUDA graphs / torch.compile). `analyse()`
+    hands this estimate from its scenarios to the `host_bound_path` rule."""
+    weights = _cpu_without(dep, HOST)
+    return _estimate(dep, "no_launch_overhead", "launch and Python overhead removed (CUDA graphs, torch.compile)",
+                     weights, order)
 
 
 def no_syncs(dep: DepGraph, *, call_eids: Iterable[int] | None = None, order: Order | None = None) -> WhatIf:
