@@ -10,8 +10,8 @@ It also keeps glibc to one malloc arena (`_one_arena`), unless `MALLOC_ARENA_MAX
 Measured on the 1 GB benchmark trace (one load per process, several runs each way): peak RSS
 1.57-2.18 GB with this setting against 2.11-2.25 GB without, in about the same time
 (7.3-8.7 s either way; the peak depends on how the threads interleave). Fixing glibc's mmap
-threshold as well saved little more and cost 45 % in time, so glibc is left alone;
-`release()` hands its free heap back once a load's text is gone.
+threshold as well saved little more and cost 45 % in time, so that is left alone;
+`release()` hands glibc's free heap back once a load's text is gone.
 
 `tracekit.allocator.configure()` before any other import does the same for a script.
 """
@@ -41,21 +41,21 @@ def _one_arena() -> None:
     """glibc: one malloc arena for every thread (glibc reads MALLOC_ARENA_MAX only at start,
     hence `mallopt`). The reading threads' arenas each kept freed text buffers: one arena
     took the 54 MB trace's peak from 196-201 MB to 176-181 MB, in the same time."""
-    libc = _libc()
-    if libc is not None:
-        try:
-            libc.mallopt(M_ARENA_MAX, 1)
-        except AttributeError:  # not glibc
-            pass
+    _glibc("mallopt", M_ARENA_MAX, 1)
 
 
 def release() -> None:
     """Hand free heap memory back to the system now (glibc; a no-op elsewhere)."""
+    _glibc("malloc_trim", 0)
+
+
+def _glibc(function: str, *args: int) -> None:
+    """Call a glibc malloc function; nothing on other platforms or C libraries."""
     libc = _libc()
     if libc is not None:
         try:
-            libc.malloc_trim(0)
-        except AttributeError:
+            getattr(libc, function)(*args)
+        except AttributeError:  # not glibc
             pass
 
 
