@@ -34,9 +34,7 @@ def _nest(ops: pl.DataFrame) -> pl.DataFrame:
     threads = ops.select(KEYS).unique().with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64))
     ordered = ops.join(threads, on=KEYS, how="left", nulls_equal=True).sort(
         ["_g", "ts_ns", "dur_ns", "eid"], descending=[False, False, True, False])
-    first = pl.int_range(pl.len(), dtype=pl.Int64)
-    fresh = (first == 0) | (pl.col("_g") != pl.col("_g").shift(1))
-    ordered = ordered.with_columns(_order=first - pl.when(fresh).then(first).forward_fill())
+    ordered = ordered.with_columns(_order=_index_in_run("_g"))
     ended = _ended_before(ordered)
     ordered = ordered.join(ended, on="eid", how="left").with_columns(
         depth=(pl.col("_order") - pl.col("_ended")).clip(lower_bound=0)
@@ -50,12 +48,17 @@ def _nest(ops: pl.DataFrame) -> pl.DataFrame:
     return joined.select("eid", "depth", "parent_eid")
 
 
+def _index_in_run(group: str) -> pl.Expr:
+    """0, 1, 2, ... within each run of equal `group` values (rows sorted by it)."""
+    first = pl.int_range(pl.len(), dtype=pl.Int64)
+    fresh = (first == 0) | (pl.col(group) != pl.col(group).shift(1))
+    return first - pl.when(fresh).then(first).forward_fill()
+
+
 def _ended_before(ordered: pl.DataFrame) -> pl.DataFrame:
     """Per slice: how many slices on its thread (`_g`) ended at or before its start."""
     ends = ordered.select("_g", pl.col("end_ns").alias("_t")).sort("_g", "_t")
-    first = pl.int_range(pl.len(), dtype=pl.Int64)
-    fresh = (first == 0) | (pl.col("_g") != pl.col("_g").shift(1))
-    ends = ends.with_columns(_n=first + 1 - pl.when(fresh).then(first).forward_fill())
+    ends = ends.with_columns(_n=_index_in_run("_g") + 1)
     starts = ordered.select("_g", "eid", "dur_ns", pl.col("ts_ns").alias("_t"))  # sorted by (_g, _t) already
     counted = starts.join_asof(ends, on="_t", by="_g", strategy="backward", check_sortedness=False)
     # a zero-length slice ends at its own start: it must not count itself

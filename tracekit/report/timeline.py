@@ -57,7 +57,7 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     many = many.select("lane", "cls", "prio", "p", ov=(
         pl.min_horizontal(pl.col("e"), (pl.col("p") + 1) * span) - pl.max_horizontal(pl.col("s"), pl.col("p") * span))
         .clip(lower_bound=0))
-    px = pl.concat([one, many.cast(one.schema)]).filter(pl.col("p") < width)
+    px = pl.concat([one, many.cast(one.schema)])  # s < e <= width * span: every p < width
     per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
     per = per.with_columns(score=pl.when(pl.col("ov") * 4 >= span).then(pl.col("prio")).otherwise(0))
     best = (per.sort(["lane", "p", "score", "ov", "cls"], descending=[False, False, True, True, False])
