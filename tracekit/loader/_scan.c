@@ -321,12 +321,6 @@ typedef struct {
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* Eight bytes that are all ASCII digits. */
-static inline int eight_digits(uint64_t v) {
-    return ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
-           0x3333333333333333ULL;
-}
-
 /* The value of eight ASCII digits (the first in the lowest byte): pairs, then quads, then all. */
 static inline uint64_t eight_value(uint64_t v) {
     v = (v & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;             /* 10 * even byte + odd byte */
@@ -343,13 +337,14 @@ static inline int leading_digits(uint64_t v) {
     return bad ? __builtin_ctzll(bad) >> 3 : 8;
 }
 
-/* The end of a run of digits at p, eight at a time while it lasts. */
+/* The end of a run of digits at p, eight bytes at a time (byte by byte in the last seven). */
 static inline const char *digits_end(const char *p, const char *end) {
     while (end - p >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        if (!eight_digits(v)) break;
-        p += 8;
+        int k = leading_digits(v);
+        p += k;
+        if (k < 8) return p;
     }
     while (p < end && is_digit(*p)) p++;
     return p;
@@ -739,12 +734,12 @@ static inline int known_key(Scan *s) {
     uint64_t v;
     memcpy(&v, p, 8);
     int key = EK_READ, n = 0;
-#define KEY(text, id)                                                                      \
+#define KEY(text, id) /* text: the key with its quotes, at most 7 bytes */                \
     do {                                                                                   \
         const int len = (int)sizeof(text) - 1;                                             \
         uint64_t want = 0;                                                                 \
         memcpy(&want, text, len);                                                          \
-        if ((v & (len == 8 ? ~0ULL : ((1ULL << (8 * len)) - 1))) == want) {                \
+        if ((v & ((1ULL << (8 * len)) - 1)) == want) {                                     \
             key = id;                                                                      \
             n = len;                                                                       \
         }                                                                                  \
