@@ -80,10 +80,53 @@ def test_golden_piece_hand_computed():
     assert gpu["stream"] == 7  # "0x1f" reads as null (as in the Python path): the tid gives the stream
     assert (gpu["correlation"], gpu["grid_x"], gpu["grid_y"], gpu["grid_z"], gpu["block_x"]) == (5, 8, 4, 1, 128)
     assert gpu["est_occupancy_pct"] == 50.0
+    # args keeps what did not become a column: the unreadable stream, the nested object as written
+    assert gpu["args"] == '{"stream":"0x1f","nested":{"stream": [1, {"x": "}"}]}}'
+    assert ops["args"] is None  # every key became a column
     runtime = frames["runtime"].row(0, named=True)
     assert (runtime["tid"], runtime["ts_ns"], runtime["dur_ns"], runtime["args"]) == ("thread 8", 1500, 250, None)
     flow = frames["flows"].row(0, named=True)
     assert (flow["flow_id"], flow["binding_point"], flow["ts_ns"]) == (16, "e", 3000)
+
+
+REST = rb"""[
+ {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1,
+  "args": {"queued": 0, "device": 0, "External id": 4, "stream": null, "context": 1, "Input Dims": [[2]]}},
+ {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 2, "dur": 1,
+  "args": {"device": 3, "Ev Idx": 5, "Input Dims": [[2, 3]], "External id": 6}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1,
+  "args": {"correlation": 9, "External id": 6, "cbid": 211}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {}},
+ {"ph": "B", "cat": "cpu_op", "name": "pair", "pid": 1, "tid": 2, "ts": 5, "args": {"External id": 8, "x": 1}},
+ {"ph": "E", "pid": 1, "tid": 2, "ts": 6}
+]"""
+
+
+@built
+def test_args_keep_only_what_did_not_become_a_column(monkeypatch):
+    """Complete events' `args`: the members that became this frame's columns are dropped; a
+    typed key whose value was not read (null), a key of another frame's family and a shape
+    key on a GPU row stay, as written, in their order. B/E pairs keep their whole `args`."""
+    assert native.native_batch(REST) is not None
+    py, nat = load_both(REST, monkeypatch)
+    assert_same_frames(py, nat)
+    assert nat.gpu["args"].to_list() == ['{"queued":0,"stream":null,"context":1,"Input Dims":[[2]]}']
+    assert nat.gpu["external_id"].to_list() == [4]
+    ops = nat.ops.sort("ts_ns")
+    assert ops["args"].to_list() == ['{"device":3,"Ev Idx":5}', '{"External id": 8, "x": 1}']
+    assert ops["input_dims"].to_list() == ["[[2,3]]", None]
+    assert nat.runtime["args"].to_list() == [None, None]
+    assert nat.runtime["cbid"].to_list() == [211, None]
+
+
+def test_args_key_given_twice_keeps_its_last_value_in_its_first_place(monkeypatch):
+    piece = (b'[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1,'
+             b' "args": {"queued": 1, "stream": 2, "context": 1, "queued": 3, "stream": 4}}]')
+    if native._scan is not None:
+        assert native.native_batch(piece) is None  # the Python path decides
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
+    gpu = loads(piece, workers=0).gpu
+    assert (gpu["args"].item(), gpu["stream"].item()) == ('{"queued":3,"context":1}', 4)
 
 
 @built

@@ -6,7 +6,7 @@
  * `id` integers, strings or numbers; `ts`, `dur` numbers without an exponent; `args` an
  * object whose typed keys hold values of their column's type. Anything else (invalid JSON,
  * a field of another type, a number out of range, nesting deeper than MAX_DEPTH, a key
- * written with escapes) makes `scan` return None and the piece goes through the Python
+ * written with escapes, an `args` key given twice) makes `scan` return None and the piece goes through the Python
  * path, which is the reference for every edge case. Text that is not UTF-8 is handed
  * back too (the Python path replaces and counts it).
  *
@@ -35,6 +35,7 @@
 #define MAX_ARGS 64
 #define N_SHAPES 5
 #define KEY_SLOTS 256
+#define REST_KEY (MAX_ARGS + N_SHAPES) /* an args key that is neither typed nor a shape */
 
 enum { K_INT = 0, K_FLOAT = 1, K_STR = 2, K_LIST = 3 };
 enum { V_NONE = 0, V_INT = 1, V_STR = 2, V_NUM = 3 }; /* pid/tid/id value kinds */
@@ -61,11 +62,15 @@ typedef struct {
     int32_t an;
 } Event;
 
-/* A value of a typed args key (key < nargs) or the raw text of a shape key (key - nargs). */
+/* One member of an event's `args`: a typed key's value (key < nargs), a shape key's raw
+ * text (key - nargs), or any other key (REST_KEY). Every member keeps where its key (with
+ * the quotes) and its value are written, for the remainder column. */
 typedef struct {
     int32_t key;
     unsigned char null; /* written as null: reads as absent */
     unsigned char esc;  /* a string with escapes */
+    int32_t kl, vl;     /* key (quoted) and value lengths */
+    Py_ssize_t ks, vs;  /* key and value starts */
     int64_t v[3];       /* int; double bits; string (start, len); (x, y, z); shape (start, len) */
 } Entry;
 
@@ -617,8 +622,23 @@ static int hex_text(const char *p, Py_ssize_t n) {
     return 1;
 }
 
+/* Whether a key other than the typed and shape keys was already seen in this `args`
+ * (entries first..nent-1). */
+static int rest_seen(const Scan *s, Py_ssize_t first, const Span *k) {
+    for (Py_ssize_t j = first; j < s->nent; j++) {
+        const Entry *en = &s->ent[j];
+        if (en->key == REST_KEY && en->kl == k->len + 2 && memcmp(s->base + en->ks + 1, s->base + k->start, k->len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* An `args` object: an entry per member. A key given twice is left to the Python path
+ * (which keeps the last value, in the first one's place). */
 static int read_args(Scan *s) {
     const char *base = s->base;
+    Py_ssize_t first = s->nent;
+    uint64_t seen[2] = {0, 0}; /* typed and shape keys met so far */
     s->p++; /* { */
     ws(s);
     if (s->p < s->end && *s->p == '}') {
@@ -628,9 +648,19 @@ static int read_args(Scan *s) {
     for (;;) {
         Span k;
         if (read_key(s, &k, 1) < 0) return -1;
+        if (k.len > INT32_MAX - 2) return -1;
         int found = find_key(s, base + k.start, k.len);
         int hit = found < s->nargs ? found : -1;
         int shape = found >= s->nargs && found < s->nargs + N_SHAPES ? found - s->nargs : -1;
+        if (found >= 0) {
+            uint64_t bit = 1ULL << (found & 63);
+            if (seen[found >> 6] & bit) return -1;
+            seen[found >> 6] |= bit;
+        } else if (rest_seen(s, first, &k)) {
+            return -1;
+        }
+        const char *v0 = s->p;
+        Py_ssize_t at = s->nent;
         if (hit >= 0) {
             Entry *en = new_entry(s, hit);
             if (!en) return -1;
@@ -683,15 +713,21 @@ static int read_args(Scan *s) {
                 }
             }
         } else if (shape >= 0) {
-            const char *v0 = s->p;
             if (skip_value(s, 4) < 0) return -1;
             Entry *en = new_entry(s, s->nargs + shape);
             if (!en) return -1;
             en->v[0] = v0 - base;
             en->v[1] = s->p - v0;
-        } else if (skip_value(s, 4) < 0) {
-            return -1;
+        } else {
+            if (skip_value(s, 4) < 0) return -1;
+            if (!new_entry(s, REST_KEY)) return -1;
         }
+        if (s->p - v0 > INT32_MAX) return -1;
+        Entry *en = &s->ent[at];
+        en->ks = k.start - 1;
+        en->kl = (int32_t)k.len + 2;
+        en->vs = v0 - base;
+        en->vl = (int32_t)(s->p - v0);
         int more = next_member(s, '}');
         if (more <= 0) return more;
     }
@@ -1175,6 +1211,45 @@ static PyObject *span_column(const char *base, const char *name, const Span *spa
     return column(name, "utf8", Py_BuildValue("(NN)", offs, data));
 }
 
+/* `args` less the members that became this group's columns: `{"key":value,...}` with
+ * the keys and values as written, in their order (NO_ARGS when none is left). Dropped:
+ * the family's typed keys (`family`: a bit per typed key) whose value was read (not
+ * null), and with `shapes` the shape keys. As `tracekit.loader.args.remainders` writes it. */
+static PyObject *rest_column(Scan *s, Group *g, uint64_t family, int shapes) {
+    Buf b = {0};
+    int64_t *offs = malloc(sizeof(int64_t) * (g->n + 1));
+    if (!offs) return PyErr_NoMemory();
+    offs[0] = 0;
+    int bad = 0;
+    const char *base = s->base;
+    for (Py_ssize_t i = 0; i < g->n && !bad; i++) {
+        const Event *e = &s->ev[g->rows[i]];
+        int none = 1;
+        for (int32_t j = 0; j < e->an && !bad; j++) {
+            const Entry *en = &s->ent[e->a0 + j];
+            int drop = en->key < s->nargs ? (int)((family >> en->key) & 1) && !en->null : en->key < REST_KEY && shapes;
+            if (drop) continue;
+            bad = buf_reserve(&b, (Py_ssize_t)en->kl + en->vl + 2) < 0;
+            if (bad) break;
+            b.data[b.len++] = none ? '{' : ',';
+            memcpy(b.data + b.len, base + en->ks, en->kl);
+            b.len += en->kl;
+            b.data[b.len++] = ':';
+            memcpy(b.data + b.len, base + en->vs, en->vl);
+            b.len += en->vl;
+            none = 0;
+        }
+        if (!bad) bad = none ? buf_put(&b, NO_ARGS, sizeof(NO_ARGS) - 1) < 0 : buf_put(&b, "}", 1) < 0;
+        offs[i + 1] = b.len;
+    }
+    if (bad) {
+        free(b.data);
+        free(offs);
+        return PyErr_NoMemory();
+    }
+    return finish_text("args", &b, offs, g->n, 0);
+}
+
 /* `args` as written (NO_ARGS when absent). */
 static PyObject *args_column(Scan *s, Group *g) {
     Span *spans = malloc(sizeof(Span) * (g->n + 1));
@@ -1201,8 +1276,8 @@ typedef struct {
 } Gathered;
 
 static int gather(const Scan *s, const Group *g, const int *keys, int nkeys, Gathered *out) {
-    int slot[MAX_ARGS + N_SHAPES];
-    for (int i = 0; i < MAX_ARGS + N_SHAPES; i++) slot[i] = -1;
+    int slot[REST_KEY + 1];
+    for (int i = 0; i <= REST_KEY; i++) slot[i] = -1;
     for (int k = 0; k < nkeys; k++) slot[keys[k]] = k;
     out->at = calloc((size_t)nkeys * g->n + 1, sizeof(Entry *));
     out->present = calloc(nkeys + 1, 1);
@@ -1284,13 +1359,14 @@ static PyObject *shape_column(Scan *s, const char *name, const Entry **at, Group
     return out;
 }
 
-/* spec: (fields: tuple[str], with_ph: bool, with_args: bool, family: tuple[(arg index, column)], shapes: bool) */
+/* spec: (fields: tuple[str], with_ph: bool, with_args: bool, family: tuple[(arg index, column)], shapes: bool,
+ *        rest: bool (`args` keeps only what did not become a column)) */
 static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t *cat_codes,
                                const int64_t *ph_codes, PyObject *group_dicts) {
     PyObject *fields, *family;
-    int with_ph, with_args, shapes;
-    if (!PyArg_ParseTuple(spec, "O!ppO!p", &PyTuple_Type, &fields, &with_ph, &with_args, &PyTuple_Type, &family,
-                          &shapes))
+    int with_ph, with_args, shapes, rest;
+    if (!PyArg_ParseTuple(spec, "O!ppO!pp", &PyTuple_Type, &fields, &with_ph, &with_args, &PyTuple_Type, &family,
+                          &shapes, &rest))
         return NULL;
     PyObject *cols = PyList_New(0);
     if (!cols) goto fail;
@@ -1325,8 +1401,8 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
         if (append_column(cols, c) < 0) goto fail;
     }
     if (with_args) {
-        if (append_column(cols, args_column(s, g)) < 0) goto fail;
         int keys[MAX_ARGS + N_SHAPES], nfam = 0;
+        uint64_t bits = 0;
         PyObject *names[MAX_ARGS];
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(family) && nfam < MAX_ARGS; k++) {
             PyObject *item = PyTuple_GET_ITEM(family, k);
@@ -1337,7 +1413,9 @@ static PyObject *group_columns(Scan *s, Group *g, PyObject *spec, const int64_t 
             }
             names[nfam] = PyTuple_GET_ITEM(item, 1);
             keys[nfam++] = a;
+            bits |= 1ULL << a;
         }
+        if (append_column(cols, rest ? rest_column(s, g, bits, shapes) : args_column(s, g)) < 0) goto fail;
         int nkeys = nfam;
         if (shapes)
             for (int k = 0; k < N_SHAPES; k++) keys[nkeys++] = s->nargs + k;

@@ -86,6 +86,7 @@ class Shapes(msgspec.Struct, gc=False):
 
 
 SHAPE_MARKERS = (b'"Input', b'"Concrete Inputs"')  # skip the Shapes pass when absent
+SHAPE_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(Shapes))
 
 _SHAPES_LIST = msgspec.json.Decoder(list[Shapes])
 _SHAPES = msgspec.json.Decoder(Shapes)
@@ -209,6 +210,66 @@ def to_dims(v: Any) -> tuple[int, int, int] | None:
 
 
 _COERCE = {"int": to_int, "float": to_float, "str": to_str, "list": to_dims}
+
+
+# -- what stays in `args` ------------------------------------------------------------------
+
+
+_OBJECTS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def unread_rows(kind: str, values: list[Any]) -> list[int]:
+    """The rows of a typed column that hold its null marker (key absent, or a value that
+    was null or could not be read as the column's type)."""
+    null = NULLS[kind]
+    if kind == "float":
+        return [i for i, v in enumerate(values) if v != v]
+    if values.count(null) == 0:
+        return []
+    return [i for i, v in enumerate(values) if v == null]
+
+
+def remainders(raws: list[Any], array_text: bytes, drop: frozenset[str], unread: dict[str, list[int]]) -> list[Any]:
+    """Each row's `args` less the members that became columns: `{"key":value,...}` with the
+    values as written, in their order; `NO_ARGS` when nothing is left.
+
+    Dropped: the keys in `drop`, except in the rows where that key's value was not read
+    (`unread`: key -> rows), which keep it. `args` that is not an object stays as written.
+    A key given twice keeps its last value, in its first place (as a dict has it)."""
+    from tracekit.loader.events import NO_ARGS
+
+    try:
+        objects: list[Any] = _OBJECTS.decode(array_text)
+    except msgspec.DecodeError:  # an item that is not an object
+        objects = [_object(raw) for raw in raws]
+    keep: dict[int, set[str]] = {}
+    for key, rows in unread.items():
+        for i in rows:
+            keep.setdefault(i, set()).add(key)
+    out = []
+    for i, obj in enumerate(objects):
+        if obj is None:
+            out.append(raws[i])
+            continue
+        kept = keep.get(i)
+        if kept is None:
+            if obj.keys() <= drop:
+                out.append(NO_ARGS)
+                continue
+            rest = {k: v for k, v in obj.items() if k not in drop}
+        else:
+            rest = {k: v for k, v in obj.items() if k not in drop or k in kept}
+        out.append(_ENCODE(rest) if rest else NO_ARGS)
+    return out
+
+
+def _object(raw: Any) -> dict[str, msgspec.Raw] | None:
+    try:
+        return _OBJECT.decode(raw)
+    except msgspec.DecodeError:
+        return None
 
 
 class NameArgs(msgspec.Struct, gc=False):

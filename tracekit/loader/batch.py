@@ -64,6 +64,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
 WITH_PH = frozenset({"flows", "instants", "pairs", "other"})
 WITH_ARGS_TEXT = frozenset({"gpu", "runtime", "ops", "instants", "counters", "meta", "pairs"})
 TYPED = frozenset(A.FAMILIES)  # gpu, runtime, ops, instants (memory samples), pairs
+# complete events, whose frame is known from their category: their `args` keeps only the
+# members that did not become a column (`args.remainders`); the other groups keep it whole
+# (a B/E pair's or an instant's frame, and so its columns, is known only later)
+REST_ARGS = frozenset({"gpu", "runtime", "ops"})
 
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "s", "args")}
 _GET_SHAPE = {f: attrgetter(f) for f in SHAPE_FIELDS}
@@ -137,15 +141,18 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
     dicts[key] = group_dicts
     if key in WITH_ARGS_TEXT:
         raws = list(map(_GET["args"], rows))
-        cols.append(("args", W.UTF8, _raw_text(raws)))
+        at = len(cols)
         if key in TYPED:
             array_text = b"[" + b",".join(raws) + b"]"
             fields = A.present(key, array_text)
             structs, lost = A.typed_args(fields, array_text) if fields else ([], [])
             if lost and counts is not None:
                 add_count(counts, "arg_out_of_range", len(lost), eids[lost[0]])
+            unread: dict[str, list[int]] = {}  # a family key -> the rows whose value was not read (null)
             for f in fields:
                 values = list(map(attrgetter(f), structs))
+                if key in REST_ARGS:
+                    unread[A.ALL_KEYS[f]] = A.unread_rows(A.KIND[f], values)
                 kind = A.KIND[f]
                 if kind == "int":
                     cols.append((f, W.INT64, W.int64(values)))
@@ -156,10 +163,15 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
                 else:  # grid, block: (x, y, z)
                     for i, axis in enumerate("xyz"):
                         cols.append((f"{f}_{axis}", W.INT64, W.int64(list(map(itemgetter(i), values)))))
-            if key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS):
+            has_shapes = key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS)
+            if has_shapes:
                 shapes = A.shapes(array_text)
                 for f in SHAPE_FIELDS:
                     cols.append((f, W.UTF8, _raw_text(list(map(_GET_SHAPE[f], shapes)))))
+            if key in REST_ARGS:
+                drop = frozenset(A.FAMILIES[key].values()) | (A.SHAPE_KEYS if key == "ops" else frozenset())
+                raws = A.remainders(raws, array_text, drop, unread)
+        cols.insert(at, ("args", W.UTF8, _raw_text(raws)))
     return cols
 
 

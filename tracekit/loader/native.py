@@ -13,7 +13,7 @@ from functools import cache
 
 from tracekit.loader import args as A
 from tracekit.loader import arrow as W
-from tracekit.loader.batch import FIELDS, GROUP_BY_PH, TYPED, WITH_ARGS_TEXT, WITH_PH
+from tracekit.loader.batch import FIELDS, GROUP_BY_PH, REST_ARGS, TYPED, WITH_ARGS_TEXT, WITH_PH
 from tracekit.loader.categories import X_KIND
 
 try:
@@ -29,10 +29,12 @@ ARG_KEYS = tuple((A.ALL_KEYS[f].encode(), _KIND_CODE[A.KIND[f]]) for f in A.ALL_
 @cache
 def _specs() -> dict[str, tuple]:
     """Per group: the fields its frame reads, whether it keeps `ph` and `args`, its typed
-    args keys (index in ARG_KEYS, column name), and whether it keeps the shape keys."""
+    args keys (index in ARG_KEYS, column name), whether it keeps the shape keys, and
+    whether its `args` keeps only the rest."""
     return {
         key: (fields, key in WITH_PH, key in WITH_ARGS_TEXT,
-              tuple((_INDEX[f], f) for f in A.FAMILIES[key]) if key in TYPED else (), key in ("ops", "pairs"))
+              tuple((_INDEX[f], f) for f in A.FAMILIES[key]) if key in TYPED else (), key in ("ops", "pairs"),
+              key in REST_ARGS)
         for key, fields in FIELDS.items()
     }
 
