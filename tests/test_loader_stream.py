@@ -302,3 +302,24 @@ def test_cli_cache_option(tmp_path, monkeypatch):
     result = runner.invoke(show, [str(path), "--cache"])
     assert result.exit_code == 0 and int(result.output) > 0
     assert len(list(cache.iterdir())) == 1
+
+
+def test_first_chunks_ramp_up_to_the_chunk_size():
+    """The first chunk is a quarter of the chunk size and the second a half (so the work
+    after the first chunk starts early); later chunks take the full size. Each chunk ends
+    with the last whole event that fits."""
+    from tracekit.loader.scan import Reader
+
+    event = b'{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
+    assert len(event) == 81
+    text = b'{"traceEvents": [' + b", ".join([event] * 200) + b"]}"
+    reader = Reader(iter([text]), chunk_bytes=4096)
+    reader.read_head()
+    chunks = []
+    while (chunk := reader.next_chunk()) is not None:
+        chunks.append(chunk)
+    # n events take 81 n + 2 (n - 1) bytes: 12 fit in 1024, 24 in 2048, 49 in 4096
+    assert [len(c.body) for c in chunks[:4]] == [12 * 81 + 11 * 2, 24 * 81 + 23 * 2, 49 * 81 + 48 * 2,
+                                                 49 * 81 + 48 * 2]
+    assert [c.start for c in chunks[:3]] == [17, 17 + 12 * 83, 17 + 36 * 83]
+    assert all(bytes(c.body).endswith(b'"dur": 1}') for c in chunks)

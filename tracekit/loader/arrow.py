@@ -18,6 +18,7 @@ import struct
 from array import array
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 INT64, FLOAT64, UTF8 = "i64", "f64", "utf8"
 _TYPE_INT, _TYPE_FLOAT, _TYPE_LARGE_UTF8 = 2, 3, 20  # arrow Type union
@@ -149,6 +150,18 @@ def _record_batch(length: int, nodes: list[tuple[int, int]], buffers: list[tuple
 def _schema_message(columns: tuple[tuple[str, str], ...]) -> bytes:
     """The schema message: the same for every batch of a group, so written once."""
     return _message(_SCHEMA, _schema(list(columns)), 0)
+
+
+class Columns(NamedTuple):
+    """A group's columns not yet written as IPC (`ipc_bytes` writes them)."""
+
+    columns: list[tuple[str, str, tuple[bytes, ...]]]
+    length: int
+
+
+def ipc_bytes(group: bytes | Columns) -> bytes:
+    """A group as an IPC stream, written now if it came as columns."""
+    return ipc_stream(group.columns, group.length) if isinstance(group, Columns) else group
 
 
 def ipc_stream(columns: list[tuple[str, str, tuple[bytes, ...]]], length: int) -> bytes:

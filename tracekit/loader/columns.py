@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader import args as A
+from tracekit.loader.arrow import Columns, ipc_bytes
 from tracekit.loader.batch import WITH_ARGS_TEXT, Batch
 from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category
 from tracekit.loader.events import NO_ARGS
@@ -69,10 +70,11 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
 # -- a group's Arrow columns -> a clean frame ---------------------------------------------------
 
 
-def group_frame(key: str, ipc: bytes, dicts: dict[str, Any]) -> pl.LazyFrame:
-    """One group's columns (Arrow IPC from `batch`) -> the plan for its clean columns:
-    ts_ns, dur_ns, pid... (lazy: it runs with the rest of the chunk's plans)."""
-    frame = pl.read_ipc_stream(io.BytesIO(ipc))
+def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> pl.LazyFrame:
+    """One group's columns (Arrow IPC from `batch`, or the native scanner's columns) -> the
+    plan for its clean columns: ts_ns, dur_ns, pid... (lazy: it runs with the rest of the
+    chunk's plans)."""
+    frame = pl.read_ipc_stream(io.BytesIO(ipc_bytes(ipc)))
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
     fixes: list[pl.Expr] = [_decode("cat_c", cats).alias("cat")]

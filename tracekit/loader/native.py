@@ -54,8 +54,8 @@ def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:
         return None
     n, phs, cats, groups = out
     dicts: dict = {"ph": phs, "cat": cats}
-    ipc: dict[str, bytes] = {}
+    columns: dict[str, W.Columns] = {}
     for key, rows, cols, group_dicts in groups:
         dicts[key] = group_dicts
-        ipc[key] = W.ipc_stream(cols, rows)
-    return {"n": n, "bad_types": 0, "dropped": 0, "dicts": dicts, "groups": ipc, "counts": {}}
+        columns[key] = W.Columns(cols, rows)  # written as Arrow IPC by the thread that reads it
+    return {"n": n, "bad_types": 0, "dropped": 0, "dicts": dicts, "groups": columns, "counts": {}}
