@@ -6,9 +6,9 @@
  * `id` integers, strings or numbers; `ts`, `dur` numbers without an exponent; `args` an
  * object whose typed keys hold values of their column's type. Anything else (invalid JSON,
  * a field of another type, a number out of range, nesting deeper than MAX_DEPTH, a key
- * written with escapes, an `args` key given twice) makes `scan` return None and the piece goes through the Python
- * path, which is the reference for every edge case. Text that is not UTF-8 is handed
- * back too (the Python path replaces and counts it).
+ * written with escapes, an `args` key given twice) makes `scan` return None and the
+ * piece goes through the Python path, which is the reference for every edge case. Text
+ * that is not UTF-8 is handed back too (the Python path replaces and counts it).
  *
  * Phase 1 walks the text with the GIL released and fills C arrays; phase 2 builds the
  * column buffers (bytes) grouped by the frame each event feeds.

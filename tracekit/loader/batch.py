@@ -163,8 +163,7 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
                 else:  # grid, block: (x, y, z)
                     for i, axis in enumerate("xyz"):
                         cols.append((f"{f}_{axis}", W.INT64, W.int64(list(map(itemgetter(i), values)))))
-            has_shapes = key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS)
-            if has_shapes:
+            if key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS):
                 shapes = A.shapes(array_text)
                 for f in SHAPE_FIELDS:
                     cols.append((f, W.UTF8, _raw_text(list(map(_GET_SHAPE[f], shapes)))))

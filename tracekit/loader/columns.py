@@ -74,7 +74,10 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> pl.Laz
     """One group's columns (Arrow IPC from `batch`, or the native scanner's columns) -> the
     plan for its clean columns: ts_ns, dur_ns, pid... (lazy: it runs with the rest of the
     chunk's plans)."""
-    frame = pl.read_ipc_stream(io.BytesIO(ipc_bytes(ipc)))
+    data = ipc_bytes(ipc)
+    del ipc  # the scanner's buffers, now in `data`
+    frame = pl.read_ipc_stream(io.BytesIO(data))
+    del data
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
     fixes: list[pl.Expr] = [_decode("cat_c", cats).alias("cat")]
@@ -289,8 +292,9 @@ def chunk_parts(batch: Batch) -> Parts:
     counts: list[pl.Expr] = []
     stat_frames: list[pl.LazyFrame] = []
     order: list[pl.LazyFrame] = []
-    for key, ipc in batch["groups"].items():
-        lf = group_frame(key, ipc, batch["dicts"])
+    groups = batch["groups"]
+    for key in list(groups):
+        lf = group_frame(key, groups.pop(key), batch["dicts"])  # each group's buffers go once read
         have = lf.collect_schema().names()
         conditions = _stat_conditions(key, have)
         if conditions:
