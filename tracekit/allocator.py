@@ -3,13 +3,21 @@
 A load frees large buffers at a high rate: decompressed text, each chunk's columns,
 intermediate frames. Polars' jemalloc keeps freed pages for 500 ms by default
 (`dirty_decay_ms`), so the peak grows with everything allocated in the last half second
-rather than with what is live. The command asks for `DECAY_MS` instead. This must be set
-before Polars is imported (it reads `_RJEM_MALLOC_CONF` then); a value the user set wins.
-It also keeps glibc to one malloc arena (`_one_arena`), unless `MALLOC_ARENA_MAX` is set.
+rather than with what is live. The command asks for `DECAY_MS` instead, and for one arena
+(`narenas:1`: each arena keeps its own freed pages, and Polars' threads and ours would
+otherwise spread over eight). This must be set before Polars is imported (it reads
+`_RJEM_MALLOC_CONF` then); a value the user set wins.
 
-Measured on the 1 GB benchmark trace (one load per process, several runs each way): peak RSS
-1.57-2.18 GB with this setting against 2.11-2.25 GB without, in about the same time
-(7.3-8.7 s either way; the peak depends on how the threads interleave). Fixing glibc's mmap
+One arena and 20 ms, against 50 ms and jemalloc's arenas per CPU, in 20 alternating runs
+of a load of the 54 MB trace: peak RSS median 153 MB (146-161) against 159 MB (151-172),
+time median 0.408 s against 0.424 s; `tracekit report` on it 316-329 MB against 331-343 MB
+in the same time (6 runs each), and on the 1 GB trace 53.5 s and 4.94 GB against 56.1 s
+and 4.87 GB (one run each). The decay alone (50 ms) had taken the 1 GB trace's load peak
+from 2.11-2.25 GB to 1.57-2.18 GB in about the same time (7.3-8.7 s either way; the peak
+depends on how the threads interleave).
+
+It also keeps glibc to one malloc arena (`_one_arena`), unless `MALLOC_ARENA_MAX` is set.
+Fixing glibc's mmap
 threshold as well saved little more and cost 45 % in time, so that is left alone;
 `release()` hands glibc's free heap back once a load's text is gone.
 
@@ -22,7 +30,8 @@ import ctypes
 import os
 import sys
 
-DECAY_MS = 50
+DECAY_MS = 20
+JEMALLOC = f"narenas:1,dirty_decay_ms:{DECAY_MS},muzzy_decay_ms:0"
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
@@ -31,7 +40,7 @@ def configure() -> bool:
     if "polars" in sys.modules:
         return False
     if "_RJEM_MALLOC_CONF" not in os.environ:
-        os.environ["_RJEM_MALLOC_CONF"] = f"dirty_decay_ms:{DECAY_MS},muzzy_decay_ms:0"
+        os.environ["_RJEM_MALLOC_CONF"] = JEMALLOC
     if "MALLOC_ARENA_MAX" not in os.environ:
         _one_arena()
     return True
