@@ -201,4 +201,5 @@ def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | Non
         tries = 0
         ingest.put(chunk.index, batch)
         prev_end = chunk.start + chunk.cut
+        del chunk, batch  # this chunk's text and columns are not kept while the next is cut
     return prev_end
