@@ -210,17 +210,19 @@ def duplicate_notes(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame, flow
     """Ids that must be unique but repeat: kernel<->launch and flow links become ambiguous.
 
     Kernels of one CUDA graph launch share its correlation legitimately: those are not counted."""
-    calls = runtime.filter(pl.col("correlation").is_not_null())
+    # only the columns the checks read are copied (whole frames would add their size to the load's peak)
+    calls = runtime.select("eid", "pid", "correlation", "name").filter(pl.col("correlation").is_not_null())
     notes.rows_of("duplicate_correlation", calls.filter(pl.struct("pid", "correlation").is_duplicated()),
                   "{n:,} runtime calls share their correlation id with another call; links to their GPU work "
                   "are ambiguous")
     graphs = calls.filter(pl.col("name").str.contains("Graph"))["correlation"]
-    kernels = gpu.filter((pl.col("cat") == "kernel") & pl.col("correlation").is_not_null()
-                         & ~pl.col("correlation").is_in(graphs.implode()))
+    kernels = gpu.select("eid", "cat", "device", "correlation").filter(
+        (pl.col("cat") == "kernel") & pl.col("correlation").is_not_null()
+        & ~pl.col("correlation").is_in(graphs.implode()))
     notes.rows_of("duplicate_correlation_gpu", kernels.filter(pl.struct("device", "correlation").is_duplicated()),
                   "{n:,} kernels (not from a CUDA graph) share their correlation id with another kernel; "
                   "links to their launches are ambiguous")
-    starts = flows.filter((pl.col("ph") == "s") & pl.col("flow_id").is_not_null())
+    starts = flows.select("eid", "ph", "cat", "flow_id").filter((pl.col("ph") == "s") & pl.col("flow_id").is_not_null())
     notes.rows_of("duplicate_flow_id", starts.filter(pl.struct("cat", "flow_id").is_duplicated()),
                   "{n:,} flow starts share their id with another flow start of the same category; "
                   "their links are ambiguous")
