@@ -323,3 +323,30 @@ def test_first_chunks_ramp_up_to_the_chunk_size():
                                                  49 * 81 + 48 * 2]
     assert [c.start for c in chunks[:3]] == [17, 17 + 12 * 83, 17 + 36 * 83]
     assert all(bytes(c.body).endswith(b'"dur": 1}') for c in chunks)
+
+
+def _order_trace(pair: bool) -> str:
+    x = [  # (pid, tid, ts) in file order; eids 0..8
+        (1, 1, 10), (1, 1, 5), (1, 1, 20), (1, 2, 100), (1, 2, 50), (1, 1, 15), (1, 1, -3)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": p, "tid": t, "ts": ts, "dur": 1}
+              for i, (p, t, ts) in enumerate(x)]
+    events += [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 1,
+                "args": {"device": 0, "stream": 7}} for _ in range(2)]  # equal times: not out of order
+    if pair:  # eids 9, 10: a B/E slice on thread (1, 1) that starts before the thread's last slice
+        events += [{"ph": "B", "cat": "cpu_op", "name": "pair", "pid": 1, "tid": 1, "ts": -10},
+                   {"ph": "E", "pid": 1, "tid": 1, "ts": -9}]
+    return json.dumps({"traceEvents": events})
+
+
+@pytest.mark.parametrize("pair", [False, True])
+@pytest.mark.parametrize("chunk_bytes", [1, 150, ONE_SHOT])
+def test_out_of_order_and_negative_times_across_chunks(tmp_path, chunk_bytes, pair):
+    """Slices that go back in time on their thread, in file order, are counted the same
+    whether they sit inside a chunk or at a chunk's start (checked against the thread's
+    last slice in the chunks before), and with B/E pairs (checked on all slices at once).
+    Hand-counted: eids 1 (5 < 10), 4 (50 < 100), 5 (15 < 20), 6 (-3 < 15), and with the
+    pair 9 (-10 < -3); negative: eid 6, and 9."""
+    t = load_text(tmp_path, _order_trace(pair), chunk_bytes=chunk_bytes, workers=0)
+    notes = {r["code"]: (r["count"], r["first_eid"]) for r in t.warnings.iter_rows(named=True)}
+    assert notes["out_of_order"] == ((5, 1) if pair else (4, 1))
+    assert notes["negative_ts"] == ((2, 6) if pair else (1, 6))

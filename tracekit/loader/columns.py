@@ -289,7 +289,6 @@ def chunk_parts(batch: Batch) -> Parts:
     """One batch -> its parts: every group's plans (rows, order keys, note counts) run in
     one `collect_all`, so each group's columns are read once and not copied step by step."""
     plans: dict[str, pl.LazyFrame] = {}
-    counts: list[pl.Expr] = []
     stat_frames: list[pl.LazyFrame] = []
     order: list[pl.LazyFrame] = []
     groups = batch["groups"]
@@ -320,7 +319,6 @@ def chunk_parts(batch: Batch) -> Parts:
             plans[key] = lf
     if order:
         plans["order"] = pl.concat(order)
-    del counts
     names = list(plans)
     results = pl.collect_all([*plans.values(), *stat_frames])
     frames = dict(zip(names, results[: len(names)]))
