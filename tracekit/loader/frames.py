@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader.chrome import pair_spans
-from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame
+from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame, thread_key
 from tracekit.loader.events import decode_any
 from tracekit.model import COUNTERS_SCHEMA, SCHEMAS
 
@@ -125,11 +125,14 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     if paired is not None:
         for name, lf in slices_by_frame(paired.lazy()).items():
             extra[name].append(lf)
-        extra["order"].append(paired.lazy().select("eid", "pid", "tid", "ts_ns"))
+        extra["order"].append(paired.lazy().select("eid", thread_key(), "ts_ns"))
     frames.note_stat(notes, "bad_flow_id")
     frames.note_stat(notes, "unknown_phase")
     frames.note_stat(notes, "ignored_phase")
-    order = pl.concat([frames.take("order"), *extra["order"]], how="vertical").sort("eid").collect()
+    order = frames.take("order")  # in file order already: each chunk's part is, and the chunks follow each other
+    if extra["order"]:
+        order = pl.concat([order, *extra["order"]], how="vertical").sort("eid")
+    order = order.collect()
     _order_notes(order, notes)
     del order
     done: dict[str, pl.DataFrame] = {}
@@ -168,7 +171,7 @@ def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
 
 
 def _order_notes(slices: pl.DataFrame, notes: Notes) -> None:
-    back = slices.with_columns(_back=(pl.col("ts_ns").diff().over(["pid", "tid"]) < 0)).filter(pl.col("_back"))
+    back = slices.with_columns(_back=(pl.col("ts_ns").diff().over("thread") < 0)).filter(pl.col("_back"))
     notes.rows_of("out_of_order", back, "{n:,} events appear earlier in time than the event before them on their thread; frames are sorted by time")
     notes.rows_of("negative_ts", slices.filter(pl.col("ts_ns") < 0), "{n:,} events have a negative timestamp (kept as is)")
 
