@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+START_RJEM = os.environ.get("_RJEM_MALLOC_CONF")  # before anything here imports Polars
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / ".." / "shared" / "traces" / "v100_ddp_mlp_memory_rank1.json.gz"
 LARGE = Path("/tmp/tracekit-bench/v100_ddp_mlp_1gb.json")
@@ -103,11 +104,23 @@ print(json.dumps({"seconds": dt, "import_seconds": 0.0, "rss": resource.getrusag
 '''
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment as it was at start: importing Polars here (to measure the
+    JSON's size) writes its allocator defaults into `_RJEM_MALLOC_CONF`, which the children
+    would inherit."""
+    env = dict(os.environ)
+    if START_RJEM is None:
+        env.pop("_RJEM_MALLOC_CONF", None)
+    else:
+        env["_RJEM_MALLOC_CONF"] = START_RJEM
+    return env
+
+
 def child(python: str, code: str, path: Path, way: str, extra: dict, repeat: int, timeout: int) -> dict:
     best: dict | None = None
     for _ in range(repeat):
         out = subprocess.run([python, "-c", code, str(path), way, json.dumps(extra)], capture_output=True,
-                             text=True, timeout=timeout, check=False)
+                             text=True, timeout=timeout, check=False, env=child_env())
         if out.returncode:
             return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
         r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,7 +180,7 @@ def report_time(path: Path, repeat: int = 1) -> dict:
         for _ in range(repeat):
             t0 = time.perf_counter()
             out = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(path), str(Path(tmp) / "r.html")],
-                                 capture_output=True, text=True, check=False, timeout=3600)
+                                 capture_output=True, text=True, check=False, timeout=3600, env=child_env())
             wall = time.perf_counter() - t0
             if out.returncode:
                 return {"skipped": f"`tracekit report` failed: {out.stderr.strip().splitlines()[-1:]}"}

@@ -28,6 +28,21 @@ def test_cli_import_sets_jemalloc_decay_before_polars():
 
 def test_a_users_setting_wins():
     assert probe("import tracekit.cli.main", _RJEM_MALLOC_CONF="dirty_decay_ms:7") == "False dirty_decay_ms:7"
+    inherited = "dirty_decay_ms:500,muzzy_decay_ms:1000,dirty_decay_ms:7"  # from a parent that imported Polars
+    assert probe("import tracekit.cli.main", _RJEM_MALLOC_CONF=inherited) == f"False {inherited}"
+
+
+@pytest.mark.parametrize("inherited", ["dirty_decay_ms:500,muzzy_decay_ms:1000",
+                                       "dirty_decay_ms:500,muzzy_decay_ms:1000,thp:always,metadata_thp:always",
+                                       "dirty_decay_ms:500,muzzy_decay_ms:1000,dirty_decay_ms:500,muzzy_decay_ms:1000"])
+def test_polars_defaults_inherited_from_a_parent_are_not_a_users_setting(inherited):
+    """A process started by one that imported Polars inherits Polars' own defaults in
+    `_RJEM_MALLOC_CONF`: the command still applies its settings."""
+    import polars  # noqa: F401  (the value Polars writes is the one this test expects)
+
+    assert os.environ["_RJEM_MALLOC_CONF"].startswith(allocator.POLARS_DEFAULT)
+    assert probe("import tracekit.cli.main", _RJEM_MALLOC_CONF=inherited) == (
+        "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0")
 
 
 def test_library_import_changes_nothing():

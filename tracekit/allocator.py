@@ -31,6 +31,8 @@ import os
 import sys
 
 DECAY_MS = 20
+POLARS_DEFAULT = "dirty_decay_ms:500,muzzy_decay_ms:1000"  # what `import polars` (2.x) writes first
+POLARS_THP = ",thp:always,metadata_thp:always"  # and after it with POLARS_THP=1
 JEMALLOC = f"narenas:1,dirty_decay_ms:{DECAY_MS},muzzy_decay_ms:0"
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 
@@ -39,11 +41,24 @@ def configure() -> bool:
     """Apply the settings; False when Polars was imported already (jemalloc is then fixed)."""
     if "polars" in sys.modules:
         return False
-    if "_RJEM_MALLOC_CONF" not in os.environ:
+    if _users_jemalloc() is None:
         os.environ["_RJEM_MALLOC_CONF"] = JEMALLOC
     if "MALLOC_ARENA_MAX" not in os.environ:
         _one_arena()
     return True
+
+
+def _users_jemalloc() -> str | None:
+    """The jemalloc settings a user gave, if any. `import polars` writes its own defaults
+    into `_RJEM_MALLOC_CONF` (with a user's value appended), and every process started
+    from that one inherits them: those defaults alone are not a user's choice."""
+    conf = os.environ.get("_RJEM_MALLOC_CONF")
+    if conf is None:
+        return None
+    rest = conf
+    while rest.startswith(POLARS_DEFAULT):
+        rest = rest.removeprefix(POLARS_DEFAULT).removeprefix(POLARS_THP).lstrip(",")
+    return rest or None
 
 
 def _one_arena() -> None:
