@@ -217,6 +217,20 @@ def test_cache_invalidated_by_a_new_loader_version(tmp_path, monkeypatch):
     assert tkcache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES) != key
 
 
+@pytest.mark.parametrize("name", ["_scan.c", "columns.py", "model.py"])
+def test_loader_version_covers_its_sources(monkeypatch, name):
+    """A change to any source the loader's output depends on (the scanner's C included)
+    changes the version in every cache key."""
+    from pathlib import Path
+
+    if not any(p.name == name for p in Path(tkcache.__file__).resolve().parents[1].rglob(name)):
+        pytest.skip(f"{name} is not shipped here")
+    before = tkcache.code_version.__wrapped__()
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (b"\n" if self.name == name else b""))
+    assert tkcache.code_version.__wrapped__() != before
+
+
 @pytest.mark.parametrize("damage", ["meta", "frame", "schema", "empty"])
 def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path, damage):
     path = busy_trace().write(tmp_path / "t.json")

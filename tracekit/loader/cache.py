@@ -43,10 +43,11 @@ def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """LOADER_VERSION plus a hash of the loader package's and the model's source."""
+    """LOADER_VERSION plus a hash of the loader package's and the model's source (the
+    native scanner's C source too, where it is shipped)."""
     h = hashlib.sha256(LOADER_VERSION.encode())
     here = Path(__file__).resolve().parent
-    for f in [*sorted(here.glob("*.py")), here.parent / "model.py"]:
+    for f in [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py"]:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
