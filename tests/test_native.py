@@ -192,12 +192,14 @@ def test_keys_near_the_common_ones_match_python_path(monkeypatch):
     b'{"ph": "X", "name": "\\ud800", "ts": 1}',  # a lone surrogate (not JSON msgspec takes)
     b'{"p\\u0068": "X", "ts": 1}',  # a key written with escapes
     b'{"ph": "X", "ts": 1,}',  # not JSON
+    b'{"ph": "X", "ts": 1, "pid": 012}',  # a leading zero: not JSON
+    b'{"ph": "X", "ts": 1, "args": {"External id": 0123}}',
     b'[1, 2]',  # not an object
 ])
 def test_uncommon_pieces_go_to_the_python_path(event):
     piece = b"[" + event + b"]"
     assert native.native_batch(piece) is None
-    if event.endswith(b",}") or b"ud800" in event:
+    if event.endswith(b",}") or b"ud800" in event or b" 01" in event:
         with pytest.raises(PieceError):  # and the Python path judges it
             piece_batch(piece)
     else:

@@ -482,6 +482,22 @@ static int next_member(Scan *s, char close) {
     return -1;
 }
 
+/* The common integer, read in one step: 1 to 7 digits, no sign, not followed by a
+ * fraction or an exponent. Its value with s->p moved past it, or -1 with nothing read
+ * (read_number then decides, leading zeros included). */
+static inline int64_t short_uint(Scan *s) {
+    const char *p = s->p;
+    if (s->end - p < 8) return -1;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    int k = leading_digits(v);
+    if (k == 0 || k == 8 || (k > 1 && *p == '0')) return -1;
+    char c = p[k];
+    if (c == '.' || c == 'e' || c == 'E') return -1;
+    s->p = p + k;
+    return (int64_t)eight_value(v << (8 * (8 - k)));
+}
+
 static int skip_value(Scan *s, int depth);
 
 static int skip_container(Scan *s, int depth) {
@@ -520,6 +536,7 @@ static int skip_value(Scan *s, int depth) {
     if (c == 't') return literal(s, "true", 4);
     if (c == 'f') return literal(s, "false", 5);
     if (c == 'n') return literal(s, "null", 4);
+    if (short_uint(s) >= 0) return 0;
     Number num;
     return read_number(s, &num);
 }
@@ -542,6 +559,12 @@ static int read_scalar(Scan *s, Scalar *out) {
     }
     if (c == 'n') return literal(s, "null", 4);
     if (c == '-' || (c >= '0' && c <= '9')) {
+        int64_t small = short_uint(s);
+        if (small >= 0) {
+            out->k = V_INT;
+            out->v = small;
+            return 0;
+        }
         Number num;
         if (read_number(s, &num) < 0) return -1;
         if (num.is_int && !num.overflow) {
@@ -679,8 +702,13 @@ static int read_args(Scan *s) {
             } else if (s->arg_kind[hit] == K_INT) {
                 Number num;
                 if (c != '-' && (c < '0' || c > '9')) return -1;
-                if (read_number(s, &num) < 0 || !num.is_int || num.overflow || num.v == INT_NULL) return -1;
-                val[0] = num.v;
+                int64_t small = short_uint(s);
+                if (small >= 0) {
+                    val[0] = small;
+                } else {
+                    if (read_number(s, &num) < 0 || !num.is_int || num.overflow || num.v == INT_NULL) return -1;
+                    val[0] = num.v;
+                }
             } else if (s->arg_kind[hit] == K_FLOAT) {
                 Number num;
                 char tmp[64];
