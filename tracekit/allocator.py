@@ -9,10 +9,10 @@ otherwise spread over eight). This must be set before Polars is imported (it rea
 `_RJEM_MALLOC_CONF` then); a value the user set wins.
 
 One arena and 20 ms, against 50 ms and jemalloc's arenas per CPU, in 20 alternating runs
-of a load of the 54 MB trace: peak RSS median 153 MB (146-161) against 159 MB (151-172),
-time median 0.408 s against 0.424 s; `tracekit report` on it 316-329 MB against 331-343 MB
-in the same time (6 runs each), and on the 1 GB trace 53.5 s and 4.94 GB against 56.1 s
-and 4.87 GB (one run each). The decay alone (50 ms) had taken the 1 GB trace's load peak
+of a load of the 54 MB trace: peak RSS median 153 MiB (146-161) against 159 MiB (151-172),
+time median 0.408 s against 0.424 s; `tracekit report` on it 316-329 MiB against 331-343 MiB
+in the same time (6 runs each), and on the 1 GB trace 53.5 s and 4.71 GiB against 56.1 s
+and 4.64 GiB (one run each). The decay alone (50 ms) had taken the 1 GB trace's load peak
 from 2.11-2.25 GB to 1.57-2.18 GB in about the same time (7.3-8.7 s either way; the peak
 depends on how the threads interleave).
 

@@ -103,7 +103,7 @@ def chunk_size(json_bytes: int) -> int:
     """4 MB, growing for very large traces to keep about 64 chunks (at most 16 MB each).
 
     (With the native scanner, 8 MB chunks loaded the 54 MB trace in the same time as 4 MB
-    ones but peaked higher: 163-165 MB against 148-149 MB at most over 14 alternating runs.)"""
+    ones but peaked higher: 163-165 MiB against 148-149 MiB at most over 14 alternating runs.)"""
     return min(MAX_CHUNK_BYTES, max(CHUNK_BYTES, json_bytes // 64))
 
 
