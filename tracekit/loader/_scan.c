@@ -226,9 +226,6 @@ static inline int hexval(char c) {
     return -1;
 }
 
-/* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
- * escapes; -1 when it is not a valid JSON string. */
-
 /* The bytes of `v` that are '"', '\\', a control character or not ASCII (high bit set in each;
  * the lowest one is exact). */
 static inline uint64_t string_stops(uint64_t v) {
@@ -260,6 +257,8 @@ static inline int utf8_length(const unsigned char *p, const unsigned char *end) 
     return n;
 }
 
+/* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
+ * escapes; -1 when it is not a valid JSON string. */
 static int read_string(Scan *s, Span *out, int *esc) {
     const char *p = s->p + 1;
     *esc = 0;
@@ -342,6 +341,10 @@ static inline int leading_digits(uint64_t v) {
     return bad ? __builtin_ctzll(bad) >> 3 : 8;
 }
 
+/* The value of the first k (< 8) digits of `v`: shifted up, the bytes below them are zero
+ * and read as leading zeros. */
+static inline uint64_t first_digits(uint64_t v, int k) { return eight_value(v << (8 * (8 - k))); }
+
 /* The end of a run of digits at p, eight bytes at a time (byte by byte in the last seven). */
 static inline const char *digits_end(const char *p, const char *end) {
     while (end - p >= 8) {
@@ -384,7 +387,7 @@ static int read_number(Scan *s, Number *num) {
         memcpy(&v, p, 8);
         int k = leading_digits(v);
         if (k < 8) {
-            num->mag = eight_value(v << (8 * (8 - k))); /* the digits, after zero bytes that read as 0 */
+            num->mag = first_digits(v, k);
             p += k;
             short_run = 1;
         } else {
@@ -495,7 +498,7 @@ static inline int64_t short_uint(Scan *s) {
     char c = p[k];
     if (c == '.' || c == 'e' || c == 'E') return -1;
     s->p = p + k;
-    return (int64_t)eight_value(v << (8 * (8 - k)));
+    return (int64_t)first_digits(v, k);
 }
 
 static int skip_value(Scan *s, int depth);
@@ -613,15 +616,20 @@ static inline unsigned key_hash(const char *k, Py_ssize_t n) {
             (unsigned char)k[n / 2]) & (KEY_SLOTS - 1);
 }
 
+/* The text of args key i (typed keys, then shapes) and its length. */
+static inline const char *key_word(const Scan *s, int i, Py_ssize_t *len) {
+    *len = i < s->nargs ? s->arg_len[i] : s->shape_len[i - s->nargs];
+    return i < s->nargs ? s->arg_key[i] : s->shape_key[i - s->nargs];
+}
+
 /* The args key's index: a typed key (< nargs), a shape key (nargs + i), or -1. */
 static inline int find_key(const Scan *s, const char *k, Py_ssize_t n) {
     for (unsigned j = key_hash(k, n);; j = (j + 1) & (KEY_SLOTS - 1)) {
         int slot = s->key_slot[j];
         if (!slot) return -1;
-        int i = slot - 1;
-        const char *word = i < s->nargs ? s->arg_key[i] : s->shape_key[i - s->nargs];
-        Py_ssize_t len = i < s->nargs ? s->arg_len[i] : s->shape_len[i - s->nargs];
-        if (len == n && memcmp(word, k, (size_t)n) == 0) return i;
+        Py_ssize_t len;
+        const char *word = key_word(s, slot - 1, &len);
+        if (len == n && memcmp(word, k, (size_t)n) == 0) return slot - 1;
     }
 }
 
@@ -629,8 +637,8 @@ static inline int find_key(const Scan *s, const char *k, Py_ssize_t n) {
 static void index_keys(Scan *s) {
     memset(s->key_slot, 0, sizeof(s->key_slot));
     for (int i = 0; i < s->nargs + N_SHAPES; i++) {
-        const char *word = i < s->nargs ? s->arg_key[i] : s->shape_key[i - s->nargs];
-        Py_ssize_t len = i < s->nargs ? s->arg_len[i] : s->shape_len[i - s->nargs];
+        Py_ssize_t len;
+        const char *word = key_word(s, i, &len);
         if (find_key(s, word, len) >= 0) continue;
         unsigned j = key_hash(word, len);
         while (s->key_slot[j]) j = (j + 1) & (KEY_SLOTS - 1);
