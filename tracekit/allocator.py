@@ -17,9 +17,8 @@ from 2.11-2.25 GB to 1.57-2.18 GB in about the same time (7.3-8.7 s either way; 
 depends on how the threads interleave).
 
 It also keeps glibc to one malloc arena (`_one_arena`), unless `MALLOC_ARENA_MAX` is set.
-Fixing glibc's mmap
-threshold as well saved little more and cost 45 % in time, so that is left alone;
-`release()` hands glibc's free heap back once a load's text is gone.
+Fixing glibc's mmap threshold as well saved little more and cost 45 % in time, so that is
+left alone; `release()` hands glibc's free heap back once a load's text is gone.
 
 `tracekit.allocator.configure()` before any other import does the same for a script.
 """

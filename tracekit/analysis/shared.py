@@ -54,4 +54,3 @@ def store() -> dict[Any, Any] | None:
     """The memo of the current `sharing()` block (None outside one), for caches of their own
     shape (e.g. the taxonomy by name)."""
     return _MEMO.get()
-

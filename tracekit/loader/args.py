@@ -225,7 +225,7 @@ def unread_rows(kind: str, values: list[Any]) -> list[int]:
     was null or could not be read as the column's type)."""
     null = NULLS[kind]
     if kind == "float":
-        return [i for i, v in enumerate(values) if v != v]
+        return [i for i, v in enumerate(values) if math.isnan(v)]
     if values.count(null) == 0:
         return []
     return [i for i, v in enumerate(values) if v == null]

@@ -269,9 +269,11 @@ ORDER_SCHEMA = {"eid": I64, "thread": pl.UInt64, "ts_ns": I64}
 
 def thread_key() -> pl.Expr:
     """(pid, tid) as one 64-bit hash, `thread`: a row of the order check takes 24 bytes
-    instead of 48 (two 16-byte string views), and threads group on one integer (a collision of two threads' hashes, at
-    about 2^-64 per pair, would only merge their order checks)."""
+    instead of 48 (two 16-byte string views), and threads group on one integer (a collision
+    of two threads' hashes, at about 2^-64 per pair, would only merge their order checks)."""
     return pl.struct("pid", "tid").hash(seed=0).alias("thread")
+
+
 EMPTY_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "ops": OPS_SCHEMA, "runtime": RUNTIME_SCHEMA, "gpu": GPU_SCHEMA, "flows": FLOWS_SCHEMA,
     "instants": INSTANTS_SCHEMA, "memory": MEMORY_SCHEMA, "order": ORDER_SCHEMA,

@@ -52,7 +52,7 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     first, last = pl.col("s") // span, (pl.col("e") - 1) // span
     one = body.filter(first == last).select("lane", "cls", "prio", p=first, ov=pl.col("e") - pl.col("s"))
     many = body.filter(first != last).with_columns(
-        p=pl.int_ranges(pl.col("s") // span, (-(-pl.col("e") // span)).clip(1, width))
+        p=pl.int_ranges(first, (-(-pl.col("e") // span)).clip(1, width))
     ).explode("p").filter(pl.col("p").is_not_null() & (pl.col("p") < width))
     many = many.select("lane", "cls", "prio", "p", ov=(
         pl.min_horizontal(pl.col("e"), (pl.col("p") + 1) * span) - pl.max_horizontal(pl.col("s"), pl.col("p") * span))
