@@ -1,15 +1,14 @@
-"""The native scanner is optional: without a C compiler tracekit installs and reads every
-trace through its Python path (slower on large traces)."""
+"""The C parts are optional: without a C compiler tracekit installs, reads every trace
+through its Python path and runs the longest-path loops in Python (both slower on large
+traces)."""
 
 from setuptools import Extension, setup
 
+FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+
 setup(
     ext_modules=[
-        Extension(
-            "tracekit.loader._scan",
-            ["tracekit/loader/_scan.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-            optional=True,
-        )
+        Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], extra_compile_args=FLAGS, optional=True),
+        Extension("tracekit.analysis._paths", ["tracekit/analysis/_paths.c"], extra_compile_args=FLAGS, optional=True),
     ]
 )

@@ -54,7 +54,8 @@ CLASS_SCHEMA: dict[str, pl.DataType] = {"cls": STR, "ns": I64, "share": F64}
 
 @dataclass(frozen=True)
 class CriticalPath:
-    """Result of `critical_path`. `segments` tile the window in time order."""
+    """Result of `critical_path`. `segments` tile the window in time order (zero-length
+    pieces at one instant in the order the path takes them)."""
 
     segments: pl.DataFrame  # PATH_SCHEMA
     by_class: pl.DataFrame  # CLASS_SCHEMA: every class, share of the window
@@ -146,35 +147,48 @@ def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[
 
 def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
     """The path's edges as time segments (cpu edges expanded into their pieces), plus idle
-    segments for the window before and after the path."""
+    segments for the window before and after the path.
+
+    The path goes forward in time and its segments tile it, so path order is time order:
+    no sort by time is needed. A cpu edge's pieces are one run of `dep.segments` (sorted
+    by `src`, the anchor the edge starts at), found by binary search and gathered.
+    """
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64}).with_row_index("_k")
     on_path = pairs.join(dep.edges, on=["src", "dst"], how="inner")
-    cpu = on_path.filter(pl.col("kind") == "cpu").select("_k", "src").join(dep.segments, on="src").select(
-        "_k", "start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", edge=pl.lit("cpu"), inferred=pl.lit(False),
-        src_eid=pl.lit(None, I64))
+    cols = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns"]
+    chains = on_path.filter(pl.col("kind") == "cpu").select("_k", "src")
+    anchors = dep.segments["src"]
+    runs = chains.with_columns(_row=pl.int_ranges(anchors.search_sorted(chains["src"], side="left"),
+                                                   anchors.search_sorted(chains["src"], side="right")))
+    runs = runs.select("_k", "_row").explode("_row").drop_nulls("_row")  # (an edge without pieces: none)
+    cpu = pl.concat([runs.select("_k"), dep.segments.select(cols).gather(runs["_row"])], how="horizontal").with_columns(
+        edge=pl.lit("cpu"), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
     other = on_path.filter(pl.col("kind") != "cpu").select(
-        "_k", "start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", edge="kind", inferred="inferred",
-        src_eid="src_eid")
-    segs = pl.concat([cpu, other.cast(cpu.schema)]).sort("_k", "start_ns").drop("_k")
-    first = segs["start_ns"].min() if segs.height else dep.end_ns
-    last = segs["end_ns"].max() if segs.height else dep.end_ns
-    edges = [(dep.start_ns, first), (last, dep.end_ns)] if segs.height else [(dep.start_ns, dep.end_ns)]
-    outside = pl.DataFrame([(a, b) for a, b in edges if b > a], schema={"start_ns": I64, "end_ns": I64}, orient="row")
-    outside = outside.with_columns(cls=pl.lit("idle"), name=pl.lit("outside the path"), edge=pl.lit("window"),
-                                   weight_ns=pl.lit(0, I64), inferred=pl.lit(False))
-    both = pl.concat([segs, outside], how="diagonal_relaxed").sort("start_ns", "end_ns")
+        "_k", *cols, edge="kind", inferred="inferred", src_eid="src_eid")
+    segs = pl.concat([cpu, other.cast(cpu.schema)]).sort("_k", maintain_order=True).drop("_k")
+    first = segs["start_ns"][0] if segs.height else dep.end_ns
+    last = segs["end_ns"][-1] if segs.height else dep.end_ns
+    window = {"cls": pl.lit("idle"), "name": pl.lit("outside the path"), "edge": pl.lit("window"),
+              "weight_ns": pl.lit(0, I64), "inferred": pl.lit(False)}
+    before = pl.DataFrame({"start_ns": [dep.start_ns], "end_ns": [first]}, schema={"start_ns": I64, "end_ns": I64})
+    after = pl.DataFrame({"start_ns": [last], "end_ns": [dep.end_ns]}, schema={"start_ns": I64, "end_ns": I64})
+    before, after = (f.filter(pl.col("end_ns") > pl.col("start_ns")).with_columns(**window) for f in (before, after))
+    both = pl.concat([before, segs, after], how="diagonal_relaxed")
     return both.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"), context=pl.lit(None, STR))
 
 
 def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.DataFrame:
-    """`context`: the module/op a host segment runs in; the launching op of GPU work."""
-    gpu_ops = links.select("eid", _op="op_name")
+    """`context`: the module/op a host segment runs in; the launching op of GPU work.
+
+    Host segments carry a CPU slice's eid and GPU segments an activity's (the event ids of
+    a trace are unique), so one lookup by eid serves both.
+    """
     host = segs.filter(pl.col("lane").str.starts_with("cpu:") & pl.col("eid").is_not_null()).select("eid").unique()
-    ctx = _host_context(host, dep.slices)
-    out = segs.join(gpu_ops, on="eid", how="left").join(ctx, on="eid", how="left")
-    gpu = pl.col("lane").str.starts_with("gpu:")
-    context = pl.when(gpu).then(pl.col("_op")).otherwise(pl.col("_ctx"))
-    return out.with_columns(context=pl.coalesce(context, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
+    gpu = segs.filter(pl.col("lane").str.starts_with("gpu:") & pl.col("eid").is_not_null()).select("eid").unique()
+    ctx = pl.concat([_host_context(host, dep.slices),
+                     links.join(gpu, on="eid", how="semi").select("eid", _ctx="op_name").cast({"_ctx": STR})])
+    out = segs.join(ctx, on="eid", how="left", maintain_order="left")
+    return out.with_columns(context=pl.coalesce("_ctx", "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
 
 
 def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:

@@ -195,13 +195,16 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
     gpu = pl.concat([work.select(node="s_node", t="ts_ns", k=pl.lit(3)),
                      work.select(node="e_node", t="end_ns",
                                  k=pl.when(pl.col("end_ns") > pl.col("ts_ns")).then(0).otherwise(3))])
-    ranks = pl.concat([cpu.cast({"k": I64}), gpu.cast({"k": I64})]).sort("t", "k", "node").with_row_index("_r")
-    r = ranks.select("node", pl.col("_r").cast(I64))
-    edges = edges.join(r.rename({"node": "src", "_r": "_rs"}), on="src", how="left").join(
-        r.rename({"node": "dst", "_r": "_rd"}), on="dst", how="left")
-    edges = edges.with_columns(_ok=pl.col("_rs") < pl.col("_rd")).drop("_rs", "_rd")
-    used = pl.concat([edges.filter("_ok").select(node="src"), edges.filter("_ok").select(node="dst")]).unique()
-    order = r.join(used, on="node", how="semi").sort("_r")["node"].to_list()
+    ranked = pl.concat([cpu.cast({"k": I64}), gpu.cast({"k": I64})]).sort("t", "k", "node")["node"]
+    # nodes are 0..n-1 (points' rows, then two per GPU activity): rank and membership are
+    # arrays indexed by node, read with gathers instead of joins
+    n = ranked.len()
+    rank = pl.Series(dtype=I64).extend_constant(0, n).scatter(ranked, pl.int_range(n, dtype=I64, eager=True))
+    ok = rank.gather(edges["src"]) < rank.gather(edges["dst"])
+    edges = edges.with_columns(_ok=ok)
+    kept = edges.filter(ok)
+    used = pl.Series(dtype=BOOL).extend_constant(False, n).scatter(kept["src"], True).scatter(kept["dst"], True)
+    order = ranked.filter(used.gather(ranked)).to_list()
     return edges, order
 
 
