@@ -10,5 +10,6 @@ setup(
     ext_modules=[
         Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], extra_compile_args=FLAGS, optional=True),
         Extension("tracekit.analysis._paths", ["tracekit/analysis/_paths.c"], extra_compile_args=FLAGS, optional=True),
+        Extension("tracekit.analysis._nest", ["tracekit/analysis/_nest.c"], extra_compile_args=FLAGS, optional=True),
     ]
 )

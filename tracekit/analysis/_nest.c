@@ -1,0 +1,323 @@
+/* Op nesting in one pass per thread: the C form of `tracekit.analysis.nesting._nest`.
+ *
+ * Input: five Int64 columns of one length (thread number, start, duration, end, eid), in
+ * the order `_nest` sorts them: thread, start, longer first, eid. Output: depth and parent
+ * eid per row in that order, with the same definitions as the Polars code, which stays the
+ * reference:
+ *   depth  = max(0, index in the thread - max(0, ended - own)), where `ended` counts the
+ *            thread's slices that end at or before the row's start and `own` is 1 for a
+ *            zero-length row (it ends at its own start);
+ *   parent = the eid of the last earlier row of the thread whose depth is one less
+ *            (none at depth 0).
+ * For properly nested slices that is the stack of open slices; overlapping ones get the
+ * same answer as the Polars code.
+ *
+ * Columns cross as Arrow C streams (the PyCapsule interface Polars speaks), without
+ * copies on the way in; the outputs are new Arrow arrays that Polars takes over.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+
+#define ARROW_FLAG_NULLABLE 2
+
+/* -- reading a column ------------------------------------------------------------------ */
+
+typedef struct {
+    struct ArrowArray array;
+    const int64_t *values;
+    int64_t length;
+} Column;
+
+static void drop_column(Column *c) {
+    if (c->array.release) c->array.release(&c->array);
+    c->array.release = NULL;
+}
+
+/* An Int64 column without nulls, in one chunk, from a capsule of an Arrow C stream.
+ * 0, or -1 with an exception set. */
+static int read_column(PyObject *capsule, Column *out) {
+    memset(out, 0, sizeof *out);
+    struct ArrowArrayStream *stream = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (!stream) return -1;
+    struct ArrowSchema schema = {0};
+    if (stream->get_schema(stream, &schema) != 0) {
+        PyErr_SetString(PyExc_ValueError, "cannot read the column's Arrow schema");
+        return -1;
+    }
+    int int64 = schema.format && strcmp(schema.format, "l") == 0;
+    if (schema.release) schema.release(&schema);
+    if (!int64) {
+        PyErr_SetString(PyExc_TypeError, "expected an Int64 column");
+        return -1;
+    }
+    struct ArrowArray next = {0};
+    for (;;) {
+        if (stream->get_next(stream, &next) != 0) {
+            drop_column(out);
+            PyErr_SetString(PyExc_ValueError, "cannot read the column's Arrow arrays");
+            return -1;
+        }
+        if (!next.release) break; /* end of the stream */
+        if (next.length == 0) {
+            next.release(&next);
+            continue;
+        }
+        if (out->array.release) {
+            next.release(&next);
+            drop_column(out);
+            PyErr_SetString(PyExc_ValueError, "expected a column in one chunk (rechunk it first)");
+            return -1;
+        }
+        out->array = next;
+        memset(&next, 0, sizeof next);
+    }
+    if (!out->array.release) return 0; /* empty */
+    if (out->array.null_count != 0 || out->array.n_buffers != 2) {
+        drop_column(out);
+        PyErr_SetString(PyExc_ValueError, "expected a column without nulls");
+        return -1;
+    }
+    out->values = (const int64_t *)out->array.buffers[1] + out->array.offset;
+    out->length = out->array.length;
+    return 0;
+}
+
+/* -- writing a column ------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t *values;
+    uint8_t *valid; /* NULL: no nulls */
+    int64_t length, null_count;
+    const void *buffers[2];
+} Output;
+
+static void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static void release_array(struct ArrowArray *array) {
+    Output *o = array->private_data;
+    free(o->values);
+    free(o->valid);
+    free(o);
+    array->release = NULL;
+}
+
+static int stream_schema(struct ArrowArrayStream *stream, struct ArrowSchema *out) {
+    Output *o = stream->private_data;
+    memset(out, 0, sizeof *out);
+    out->format = "l";
+    out->name = "";
+    out->flags = o && o->valid ? ARROW_FLAG_NULLABLE : 0;
+    out->release = release_schema;
+    return 0;
+}
+
+static int stream_next(struct ArrowArrayStream *stream, struct ArrowArray *out) {
+    Output *o = stream->private_data;
+    memset(out, 0, sizeof *out);
+    if (!o) return 0; /* given already: the end (release stays NULL) */
+    o->buffers[0] = o->valid;
+    o->buffers[1] = o->values;
+    out->length = o->length;
+    out->null_count = o->null_count;
+    out->n_buffers = 2;
+    out->buffers = o->buffers;
+    out->release = release_array;
+    out->private_data = o;
+    stream->private_data = NULL; /* the array owns it now */
+    return 0;
+}
+
+static const char *stream_error(struct ArrowArrayStream *stream) { return NULL; }
+
+static void release_stream(struct ArrowArrayStream *stream) {
+    Output *o = stream->private_data;
+    if (o) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+    }
+    stream->private_data = NULL;
+    stream->release = NULL;
+}
+
+static void free_capsule(PyObject *capsule) {
+    struct ArrowArrayStream *stream = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (!stream) {
+        PyErr_Clear();
+        return;
+    }
+    if (stream->release) stream->release(stream);
+    free(stream);
+}
+
+/* A capsule of an Arrow C stream holding `o` (taken over, also on failure). */
+static PyObject *column_capsule(Output *o) {
+    struct ArrowArrayStream *stream = calloc(1, sizeof *stream);
+    if (!stream) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+        return PyErr_NoMemory();
+    }
+    stream->get_schema = stream_schema;
+    stream->get_next = stream_next;
+    stream->get_last_error = stream_error;
+    stream->release = release_stream;
+    stream->private_data = o;
+    PyObject *capsule = PyCapsule_New(stream, "arrow_array_stream", free_capsule);
+    if (!capsule) {
+        release_stream(stream);
+        free(stream);
+    }
+    return capsule;
+}
+
+static Output *new_output(int64_t length, int nullable) {
+    Output *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->length = length;
+    o->values = malloc((size_t)(length ? length : 1) * sizeof(int64_t));
+    o->valid = nullable ? calloc((size_t)(length / 8 + 1), 1) : NULL;
+    if (!o->values || (nullable && !o->valid)) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* -- the pass -------------------------------------------------------------------------- */
+
+static int by_value(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* depth and parent of rows [a, b), one thread; `ends` and `last` are scratch of b - a. */
+static void nest_thread(const int64_t *ts, const int64_t *dur, const int64_t *end, const int64_t *eid,
+                        int64_t a, int64_t b, int64_t *ends, int64_t *last, int64_t *depth, int64_t *parent,
+                        uint8_t *valid, int64_t *nulls) {
+    int64_t n = b - a;
+    memcpy(ends, end + a, (size_t)n * sizeof(int64_t));
+    qsort(ends, (size_t)n, sizeof(int64_t), by_value);
+    int64_t ended = 0, deepest = -1; /* ends <= the current start; `last` is set up to `deepest` */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = a + k;
+        while (ended < n && ends[ended] <= ts[i]) ended++;
+        int64_t before = ended - (dur[i] == 0);
+        if (before < 0) before = 0;
+        int64_t d = k - before;
+        if (d < 0) d = 0;
+        depth[i] = d;
+        if (d >= 1 && d - 1 <= deepest && last[d - 1] >= 0) {
+            parent[i] = eid[last[d - 1]];
+            valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+        } else {
+            parent[i] = 0;
+            (*nulls)++;
+        }
+        while (deepest < d) last[++deepest] = -1;
+        last[d] = i;
+    }
+}
+
+/* nest(thread, ts, dur, end, eid) -> (depth, parent_eid) as Arrow C stream capsules */
+static PyObject *nest(PyObject *self, PyObject *args) {
+    PyObject *caps[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &caps[0], &caps[1], &caps[2], &caps[3], &caps[4])) return NULL;
+    Column cols[5];
+    int read = 0;
+    for (; read < 5; read++)
+        if (read_column(caps[read], &cols[read]) < 0) break;
+    Output *depth = NULL, *parent = NULL;
+    int64_t *ends = NULL, *last = NULL;
+    PyObject *result = NULL;
+    if (read < 5) goto done;
+    int64_t n = cols[0].length;
+    for (int k = 1; k < 5; k++) {
+        if (cols[k].length != n) {
+            PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+            goto done;
+        }
+    }
+    depth = new_output(n, 0);
+    parent = new_output(n, 1);
+    ends = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    last = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!depth || !parent || !ends || !last) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *g = cols[0].values, *ts = cols[1].values, *dur = cols[2].values, *end = cols[3].values,
+                  *eid = cols[4].values;
+    int64_t nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t a = 0; a < n;) {
+        int64_t b = a + 1;
+        while (b < n && g[b] == g[a]) b++;
+        nest_thread(ts, dur, end, eid, a, b, ends, last, depth->values, parent->values, parent->valid, &nulls);
+        a = b;
+    }
+    Py_END_ALLOW_THREADS
+    parent->null_count = nulls;
+    PyObject *d = column_capsule(depth), *p = column_capsule(parent);
+    depth = parent = NULL; /* the capsules own them */
+    if (d && p) result = PyTuple_Pack(2, d, p);
+    Py_XDECREF(d);
+    Py_XDECREF(p);
+done:
+    for (int k = 0; k < read; k++) drop_column(&cols[k]);
+    if (depth) release_array(&(struct ArrowArray){.private_data = depth});
+    if (parent) release_array(&(struct ArrowArray){.private_data = parent});
+    free(ends);
+    free(last);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"nest", nest, METH_VARARGS, "nest(thread, ts, dur, end, eid) -> (depth, parent_eid), Arrow C stream capsules"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nest", "Op nesting in one pass per thread.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__nest(void) { return PyModule_Create(&module); }
