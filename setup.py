@@ -1,6 +1,6 @@
 """The C parts are optional: without a C compiler tracekit installs, reads every trace
-through its Python path and runs the longest-path loops in Python (both slower on large
-traces)."""
+through its Python path and runs the analysis's passes in Python and Polars (slower on
+large traces)."""
 
 from setuptools import Extension, setup
 
@@ -10,6 +10,6 @@ setup(
     ext_modules=[
         Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], extra_compile_args=FLAGS, optional=True),
         Extension("tracekit.analysis._paths", ["tracekit/analysis/_paths.c"], extra_compile_args=FLAGS, optional=True),
-        Extension("tracekit.analysis._nest", ["tracekit/analysis/_nest.c"], extra_compile_args=FLAGS, optional=True),
+        Extension("tracekit.analysis._slices", ["tracekit/analysis/_slices.c"], extra_compile_args=FLAGS, optional=True),
     ]
 )

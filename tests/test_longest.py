@@ -11,11 +11,11 @@ from conftest import real_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analysis import longest
+from tracekit.analysis import native
 from tracekit.analysis.graph import DepGraph
 from tracekit.analysis.longest import EdgeOrder, _longest_path, _longest_weight, longest_path, longest_weight
 
-needs_c = pytest.mark.skipif(longest._paths is None, reason="the C loops are not built (no C compiler at install)")
+needs_c = pytest.mark.skipif(native.paths is None, reason="the C loops are not built (no C compiler at install)")
 I64 = pl.Int64
 
 
@@ -78,9 +78,9 @@ def test_weights_beyond_64_bits_take_the_python_loop():
     eo = EdgeOrder.of(dep)
     weights = eo.weights(dep.edges["weight_ns"])
     with pytest.raises(OverflowError):
-        longest._paths.longest_path(eo.src, eo.dst, weights, eo.nodes)
+        native.paths.longest_path(eo.src, eo.dst, weights, eo.nodes)
     with pytest.raises(OverflowError):
-        longest._paths.longest_weight(eo.src, eo.dst, weights, eo.nodes)
+        native.paths.longest_weight(eo.src, eo.dst, weights, eo.nodes)
     assert longest_path(eo, weights) == ([0, 1, 2, 3], 3 * big)
     assert longest_weight(eo, weights) == 3 * big
 
@@ -88,19 +88,19 @@ def test_weights_beyond_64_bits_take_the_python_loop():
 @needs_c
 def test_c_loops_check_their_input():
     with pytest.raises(IndexError):
-        longest._paths.longest_path([0], [5], [1], 2)
+        native.paths.longest_path([0], [5], [1], 2)
     with pytest.raises(IndexError):
-        longest._paths.longest_weight([-1], [1], [1], 2)
+        native.paths.longest_weight([-1], [1], [1], 2)
     with pytest.raises(ValueError, match="differ in length"):
-        longest._paths.longest_weight([0, 1], [1], [1], 3)
+        native.paths.longest_weight([0, 1], [1], [1], 3)
     with pytest.raises(TypeError):
-        longest._paths.longest_path([0], ["1"], [1], 2)
-    assert longest._paths.longest_weight([], [], [], 0) == 0
+        native.paths.longest_path([0], ["1"], [1], 2)
+    assert native.paths.longest_weight([], [], [], 0) == 0
 
 
 def test_native_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("TRACEKIT_NATIVE", "0")
-    assert not longest.native()
+    assert not native.enabled()
     edges = [(0, 1, 2), (1, 2, 3)]
     dep = _graph(edges, [0, 1, 2])
     eo = EdgeOrder.of(dep)

@@ -21,7 +21,9 @@ before its start is read as zero-length at its start.
   them and started last. Sort the slices by key and start; the candidates of a point are
   the slices up to the last one that started at or before it (an as-of join); the answer
   is the last of those that ends after the point, found by binary lifting over running
-  maxima of the ends (log2(n) vectorised steps, no pairs of point and slice formed).
+  maxima of the ends (log2(n) vectorised steps, no pairs of point and slice formed). With
+  the C passes built (`_slices.c`), one merge of the sorted slices and points with a stack
+  per key finds the same slice in linear time; the Polars steps stay the reference.
 - `touched`: the slices that contain at least one point with the same keys: the number
   of points inside a slice is a difference of two as-of counts.
 
@@ -35,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import polars as pl
+
+from tracekit.analysis import native
 
 I64 = pl.Int64
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")
@@ -230,6 +234,8 @@ def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], 
     cols = [c for c in slices.columns if c not in keys]
     if points.is_empty() or slices.is_empty():
         return pl.DataFrame(schema={**points.schema, **{c: slices.schema[c] for c in cols}})
+    if native.enabled():
+        return _innermost_native(points, slices, keys, cols, at=at, start=start, end=end, length=length, order=order)
     # ascending order in which the pick is the *last* candidate (nulls of length/order last: they win ties)
     rows = slices.drop_nulls([*keys, start, end]).sort(
         [*keys, start, length, order], descending=[False] * len(keys) + [False, True, False], nulls_last=True
@@ -256,6 +262,26 @@ def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], 
     found = found.filter(same).select("_pt", *cols)
     out = points.with_row_index("_pt").join(found, on="_pt", how="inner", maintain_order="left")
     return out.drop("_pt")
+
+
+def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str], cols: list[str], *, at: str,
+                      start: str, end: str, length: str, order: str) -> pl.DataFrame:
+    """`innermost` by the C pass: the keys become one group number shared by slices and
+    points, both are sorted by it, and the pass returns each point's slice row."""
+    rows = slices.drop_nulls([*keys, start, end])
+    pts = points.with_row_index("_pt").drop_nulls([*keys, at])
+    both = pl.concat([rows.select(keys), pts.select(keys).cast(rows.select(keys).schema)])
+    group = both.select(pl.struct(keys).rank("dense").cast(I64)).to_series()
+    rows = rows.with_columns(_g=group.head(rows.height)).sort(
+        ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)
+    pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
+    capsules = [s.cast(I64).rechunk().__arrow_c_stream__()
+                for s in (rows["_g"], rows[start], rows[end], pts["_g"], pts["_t"])]
+    pick = pl.Series("_i", native.Stream(native.slices.innermost(*capsules)))
+    found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
+    picked = rows.select(cols).gather(found["_i"])
+    taken = points.gather(found["_pt"])
+    return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
 
 
 def touched(slices: pl.DataFrame, points: pl.DataFrame, *, on: Sequence[str], at: str = "t",

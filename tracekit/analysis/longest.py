@@ -22,16 +22,12 @@ turns the C loops off, as it does the native scanner.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-try:
-    from tracekit.analysis import _paths
-except ImportError:  # built without a C compiler
-    _paths = None
+from tracekit.analysis import native
 
 if TYPE_CHECKING:
     from tracekit.analysis.graph import DepGraph
@@ -74,16 +70,11 @@ class EdgeOrder:
         return weights.gather(self.perm).to_list()
 
 
-def native() -> bool:
-    """The C loops are built and not turned off (`TRACEKIT_NATIVE=0`)."""
-    return _paths is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
-
-
 def longest_weight(order: EdgeOrder, weights: list[int]) -> int:
     """Weight of the longest path (0 for a graph without edges)."""
-    if native():
+    if native.enabled():
         try:
-            return _paths.longest_weight(order.src, order.dst, weights, order.nodes)
+            return native.paths.longest_weight(order.src, order.dst, weights, order.nodes)
         except OverflowError:  # weights beyond 64 bits: the Python loop has no such limit
             pass
     return _longest_weight(order, weights)
@@ -103,9 +94,9 @@ def longest_path(order: EdgeOrder, weights: list[int]) -> tuple[list[int], int]:
     weight (the same as `longest_weight`: one pass gives both)."""
     if not order.nodes:
         return [], 0
-    if native():
+    if native.enabled():
         try:
-            positions, weight = _paths.longest_path(order.src, order.dst, weights, order.nodes)
+            positions, weight = native.paths.longest_path(order.src, order.dst, weights, order.nodes)
         except OverflowError:
             pass
         else:

@@ -6,7 +6,7 @@ parent is the closest earlier slice one level up: an as-of join on the order ind
 (pid, tid, depth). This is exact for properly nested slices (what profilers write);
 overlapping slices (seen with `with_stack`) still get a defined, reasonable answer.
 
-After the sort, one pass per thread in C (`_nest.c`, built with the package when a C
+After the sort, one pass per thread in C (`_slices.c`, built with the package when a C
 compiler is there) gives the same depth and parent with a counter and a last-row-per-
 depth table; the Polars joins below stay the reference and run without it, when a time or
 eid is null, or with `TRACEKIT_NATIVE=0`.
@@ -14,14 +14,9 @@ eid is null, or with `TRACEKIT_NATIVE=0`.
 
 from __future__ import annotations
 
-import os
-
 import polars as pl
 
-try:
-    from tracekit.analysis import _nest as _native
-except ImportError:  # built without a C compiler
-    _native = None
+from tracekit.analysis import native
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
@@ -32,7 +27,7 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     if ops.is_empty():
         return ops.with_columns(depth=pl.lit(None, pl.Int64), parent_eid=pl.lit(None, pl.Int64))
     cols = ops.select("eid", *KEYS, "ts_ns", "dur_ns", "end_ns")
-    placed = _nest_native(cols) if native() else None
+    placed = _nest_native(cols) if native.enabled() else None
     if placed is not None:
         out = ops.with_columns(depth=placed[0], parent_eid=placed[1])
     else:
@@ -42,21 +37,6 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     ts, eid = pl.col("ts_ns"), pl.col("eid")
     in_order = out.select(((ts.diff() > 0) | ((ts.diff() == 0) & (eid.diff() > 0))).slice(1).all(ignore_nulls=False)).item()
     return out if in_order else out.sort("ts_ns", "eid")
-
-
-class _Stream:
-    """A column the C pass made, handed to Polars through the Arrow PyCapsule interface."""
-
-    def __init__(self, capsule: object) -> None:
-        self._capsule = capsule
-
-    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        return self._capsule
-
-
-def native() -> bool:
-    """The C pass is built and not turned off (`TRACEKIT_NATIVE=0`)."""
-    return _native is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
 
 
 def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
@@ -70,10 +50,10 @@ def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
                           pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")).sort(
         ["_g", "ts_ns", "dur_ns", "eid"], descending=[False, False, True, False])
     perm = ordered["_row"]
-    depth, parent = _native.nest(*(ordered[c].rechunk().__arrow_c_stream__() for c in _NATIVE_COLS))
+    depth, parent = native.slices.nest(*(ordered[c].rechunk().__arrow_c_stream__() for c in _NATIVE_COLS))
     back = perm.arg_sort()  # row i of `cols` sits at back[i] in the sorted order
-    return (pl.Series("depth", _Stream(depth)).gather(back),
-            pl.Series("parent_eid", _Stream(parent)).gather(back))
+    return (pl.Series("depth", native.Stream(depth)).gather(back),
+            pl.Series("parent_eid", native.Stream(parent)).gather(back))
 
 
 def _nest(ops: pl.DataFrame) -> pl.DataFrame:

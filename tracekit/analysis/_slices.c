@@ -1,6 +1,8 @@
-/* Op nesting in one pass per thread: the C form of `tracekit.analysis.nesting._nest`.
+/* Passes over slices sorted per thread, the C forms of two Polars computations that stay
+ * the reference: `nest` (`tracekit.analysis.nesting._nest`) and `innermost`
+ * (`tracekit.analysis.intervals.innermost`).
  *
- * Input: five Int64 columns of one length (thread number, start, duration, end, eid), in
+ * nest. Input: five Int64 columns of one length (thread number, start, duration, end, eid), in
  * the order `_nest` sorts them: thread, start, longer first, eid. Output: depth and parent
  * eid per row in that order, with the same definitions as the Polars code, which stays the
  * reference:
@@ -11,6 +13,14 @@
  *            (none at depth 0).
  * For properly nested slices that is the stack of open slices; overlapping ones get the
  * same answer as the Polars code.
+ *
+ * innermost. Input: slices (group, start, end) sorted by group, start and then in the order
+ * in which the pick is the last candidate; points (group, at) sorted by group and at.
+ * Output per point: the index of the last slice of its group with start <= at < end, or
+ * null. Per group, a stack holds the slices started so far that no later slice dominates
+ * (a later one that ends at or after it is always the better pick), so the ends fall from
+ * bottom to top; a point pops the slices that ended by it (later points come no earlier)
+ * and takes the top. Linear in slices plus points.
  *
  * Columns cross as Arrow C streams (the PyCapsule interface Polars speaks), without
  * copies on the way in; the outputs are new Arrow arrays that Polars takes over.
@@ -312,12 +322,71 @@ done:
     return result;
 }
 
+/* innermost(slice_group, slice_start, slice_end, point_group, point_at) -> index per point (capsule) */
+static PyObject *innermost(PyObject *self, PyObject *args) {
+    PyObject *caps[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &caps[0], &caps[1], &caps[2], &caps[3], &caps[4])) return NULL;
+    Column cols[5];
+    int read = 0;
+    for (; read < 5; read++)
+        if (read_column(caps[read], &cols[read]) < 0) break;
+    Output *pick = NULL;
+    int64_t *stack = NULL;
+    PyObject *result = NULL;
+    if (read < 5) goto done;
+    int64_t n = cols[0].length, m = cols[3].length;
+    if (cols[1].length != n || cols[2].length != n || cols[4].length != m) {
+        PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+        goto done;
+    }
+    pick = new_output(m, 1);
+    stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!pick || !stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *sg = cols[0].values, *start = cols[1].values, *end = cols[2].values, *pg = cols[3].values,
+                  *at = cols[4].values;
+    int64_t nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t j = 0, top = 0; /* next slice to start; stack size */
+    for (int64_t i = 0; i < m; i++) {
+        if (i == 0 || pg[i] != pg[i - 1]) { /* a new group: its slices, from an empty stack */
+            while (j < n && sg[j] < pg[i]) j++;
+            top = 0;
+        }
+        while (j < n && sg[j] == pg[i] && start[j] <= at[i]) {
+            while (top > 0 && end[stack[top - 1]] <= end[j]) top--;
+            stack[top++] = j++;
+        }
+        while (top > 0 && end[stack[top - 1]] <= at[i]) top--;
+        if (top > 0) {
+            pick->values[i] = stack[top - 1];
+            pick->valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+        } else {
+            pick->values[i] = 0;
+            nulls++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    pick->null_count = nulls;
+    result = column_capsule(pick);
+    pick = NULL;
+done:
+    for (int k = 0; k < read; k++) drop_column(&cols[k]);
+    if (pick) release_array(&(struct ArrowArray){.private_data = pick});
+    free(stack);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS, "nest(thread, ts, dur, end, eid) -> (depth, parent_eid), Arrow C stream capsules"},
+    {"innermost", innermost, METH_VARARGS,
+     "innermost(slice_group, slice_start, slice_end, point_group, point_at) -> slice index per point (capsule)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nest", "Op nesting in one pass per thread.", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_slices", "Passes over slices sorted per thread.", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__nest(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__slices(void) { return PyModule_Create(&module); }

@@ -1,0 +1,149 @@
+"""The C passes over slices (nesting, innermost) against hand-computed answers and their
+Polars references."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import real_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analysis import intervals, native
+from tracekit.analysis.nesting import with_parents
+
+needs_c = pytest.mark.skipif(native.slices is None, reason="the C pass is not built (no C compiler at install)")
+SCHEMA = {"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64}
+
+
+def _frame(rows: list[tuple]) -> pl.DataFrame:
+    frame = pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    return frame.with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+
+
+def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
+    with monkeypatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = with_parents(frame)
+    return with_parents(frame), reference
+
+
+# thread 1/1: 10 [0,100) > 11 [10,50) > 12 [20,30); 13 [50,50) zero-length at 11's end;
+# 14 [60,90) under 10; 15 [100,120) top level again; 16 [110,130) overlaps 15's end.
+# thread 1/2: 20 [5,15), 21 [5,15) same span (eid order: 20 outer), 22 [15,15) at their end.
+HAND = [
+    (10, "1", "1", 0, 100), (11, "1", "1", 10, 40), (12, "1", "1", 20, 10), (13, "1", "1", 50, 0),
+    (14, "1", "1", 60, 30), (15, "1", "1", 100, 20), (16, "1", "1", 110, 20),
+    (20, "1", "2", 5, 10), (21, "1", "2", 5, 10), (22, "1", "2", 15, 0),
+]
+EXPECTED = {  # eid: (depth, parent_eid)
+    10: (0, None), 11: (1, 10), 12: (2, 11), 13: (1, 10), 14: (1, 10), 15: (0, None), 16: (1, 15),
+    20: (0, None), 21: (1, 20), 22: (0, None),
+}
+
+
+def test_hand_computed_depths_and_parents(monkeypatch):
+    got, reference = _both(_frame(HAND), monkeypatch)
+    for frame in (got, reference):
+        found = {e: (d, p) for e, d, p in frame.select("eid", "depth", "parent_eid").iter_rows()}
+        assert found == EXPECTED
+    assert got.equals(reference)
+
+
+@needs_c
+def test_the_c_pass_runs_and_can_be_turned_off(monkeypatch):
+    calls = []
+    real = native.slices.nest
+    monkeypatch.setattr(native.slices, "nest", lambda *a: calls.append(1) or real(*a))
+    with_parents(_frame(HAND))
+    assert calls == [1]
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
+    with_parents(_frame(HAND))
+    assert calls == [1]
+
+
+def test_null_times_take_the_polars_joins(monkeypatch):
+    rows = [*HAND, (30, "1", "1", None, 5)]
+    got, reference = _both(_frame(rows), monkeypatch)
+    assert got.equals(reference)
+
+
+slices = st.lists(st.tuples(st.sampled_from(["1", "2", None]), st.sampled_from(["7", "8"]), st.integers(0, 30),
+                            st.sampled_from([0, 0, 1, 2, 5, 10, 30])), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices)
+def test_c_pass_matches_the_polars_joins(rows):
+    frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
+    native = with_parents(frame)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = with_parents(frame)
+    assert native.equals(reference)
+
+
+@pytest.mark.real
+def test_real_trace_nesting_agrees(monkeypatch):
+    import tracekit
+
+    ops = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz")).ops
+    got, reference = _both(ops.filter(pl.col("cat") != "gpu_user_annotation"), monkeypatch)
+    assert got.height > 1000 and int(got["depth"].max()) > 5
+    assert got.equals(reference)
+
+
+# thread 1/1 slices: 1 [0,100) > 2 [10,50) > 3 [20,30); 4 [20,30) same span as 3, longer-first
+# order then eid: 4 is picked over 3 at equal start and length; 5 [60,60) zero-length;
+# thread 1/2: 6 [0,10). Points (gid, pid, tid, t):
+POINT_ROWS = [
+    (1, "1", "1", 25),  # in 1, 2, 3, 4: the last started; 3 and 4 tie: the higher eid, 4
+    (2, "1", "1", 30),  # 3 and 4 ended at 30 (half-open): 2
+    (3, "1", "1", 60),  # 5 is zero-length (contains nothing): 1
+    (4, "1", "1", 100),  # 1 ended: none
+    (5, "1", "2", 5),  # 6
+    (6, "2", "1", 25),  # no slice on that thread: none
+    (7, "1", "1", None),  # no time: none
+]
+SLICE_ROWS = [(1, "1", "1", 0, 100), (2, "1", "1", 10, 40), (3, "1", "1", 20, 10), (4, "1", "1", 20, 10),
+              (5, "1", "1", 60, 0), (6, "1", "2", 0, 10)]
+POINTS = {"gid": pl.Int64, "pid": pl.String, "tid": pl.String, "t": pl.Int64}
+
+
+def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
+    return intervals.innermost(points, slices.select("eid", "pid", "tid", "ts_ns", "end_ns", "dur_ns"), on=["pid", "tid"])
+
+
+def test_innermost_hand_computed(monkeypatch):
+    points = pl.DataFrame(POINT_ROWS, schema=POINTS, orient="row")
+    slices = _frame(SLICE_ROWS)
+    got = _innermost(points, slices)
+    with monkeypatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = _innermost(points, slices)
+    for frame in (got, reference):
+        assert frame.select("gid", "eid").rows() == [(1, 4), (2, 2), (3, 1), (5, 6)]
+    assert got.equals(reference)
+
+
+points_st = st.lists(st.tuples(st.sampled_from(["1", "2", None]), st.sampled_from(["7", "8"]),
+                               st.one_of(st.none(), st.integers(0, 40))), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices, points_st)
+def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
+    frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
+    points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
+    got = _innermost(points, frame)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = _innermost(points, frame)
+    assert got.equals(reference)
+    # the definition: of the slices containing the point, the last started, then the shortest, then the highest eid
+    for gid, pid, tid, at in points.rows():
+        inside = [r for r in frame.rows(named=True) if (r["pid"], r["tid"]) == (pid, tid) and pid is not None
+                  and at is not None and r["ts_ns"] <= at < r["end_ns"]]
+        best = max(inside, key=lambda r: (r["ts_ns"], -r["dur_ns"], r["eid"]), default=None)
+        row = got.filter(pl.col("gid") == gid)
+        assert (row["eid"].to_list() or [None])[0] == (best["eid"] if best else None)
