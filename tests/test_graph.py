@@ -171,6 +171,37 @@ def test_cross_stream_edge_from_record_and_inferred(tmp_path):
         assert cross.select("start_ns", "end_ns", "lane", "inferred").row(0) == (220_000, 220_500, "gpu:0:20", inferred)
 
 
+def _waits(wait_stream: int, times: tuple[int, ...]) -> TraceBuilder:
+    """Kernel A (stream 7) recorded once; waits at `times` on stream `wait_stream`; kernel B
+    launched after them on that stream."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 330_000)
+    ext = b.op("aten::mm", 1_000, 10_000)
+    b.launch_kernel(GEMM, launch_ns=2_000, launch_dur_ns=5_000, start_ns=20_000, dur_ns=200_000, ext=ext)
+    rec = b.runtime("cudaEventRecord", 12_000, 2_000)
+    for t in times:
+        wait = b.runtime("cudaStreamWaitEvent", t, 1_000)
+        b.gpu("cuda_sync", "Stream Wait Event", t, 0, corr=wait, stream=wait_stream,
+              args={"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": rec})
+    ext = b.op("aten::mm", 20_000, 10_000)
+    b.launch_kernel(GEMM, launch_ns=22_000, launch_dur_ns=5_000, start_ns=220_500, dur_ns=100_000, ext=ext,
+                    stream=wait_stream)
+    b.runtime("cudaDeviceSynchronize", 40_000, 285_000)
+    return b
+
+
+def test_each_pair_of_nodes_has_one_edge(tmp_path):
+    # two waits on one record: one cross-stream edge
+    dep = build_graph(_waits(20, (15_000, 17_000)).load(tmp_path, "two.json.gz"))
+    assert _edges(dep, "cross_stream").select("start_ns", "end_ns", "lane").rows() == [(220_000, 220_500, "gpu:0:20")]
+    # a wait on its own stream repeats the stream edge from A to B: the stream edge stays
+    dep = build_graph(_waits(7, (15_000,)).load(tmp_path, "own.json.gz"))
+    assert _edges(dep, "cross_stream").height == 0
+    assert _edges(dep, "stream").select("start_ns", "end_ns", "lane").rows() == [(220_000, 220_500, "gpu:0:7")]
+    for each in (dep, build_graph(cross_stream().load(tmp_path, "one.json.gz"))):
+        assert not each.edges.select("src", "dst").is_duplicated().any()
+
+
 def test_graph_launch_fans_out(tmp_path):
     dep = build_graph(graph_replay().load(tmp_path))
     launch = _edges(dep, "launch")
@@ -226,3 +257,4 @@ def test_real_alexnet_uses_sync_records():
     assert (dep.syncs["source"] == "record").sum() > 0
     assert dep.edge_counts["cross_stream"] > 0
     assert nx.is_directed_acyclic_graph(dep.graph)
+    assert not dep.edges.select("src", "dst").is_duplicated().any()

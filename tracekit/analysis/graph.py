@@ -165,12 +165,17 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     launched = work.filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique()
     callers = links.select(eid="launch_eid").drop_nulls().unique()
     segments, anchors = _segments(points, nested, syncs, launched, callers, idle_gap_ns)
-    parts = [
-        _gpu_edges(work), _sync_edges(syncs, work, points, slices), _launch_edges(work, points),
-        cross_stream_edges(trace, slices, work), _chain_edges(segments, anchors),
-    ]
+    gpu = _gpu_edges(work)
+    # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
+    # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
+    # first kept (no unique over every edge)
+    cross = cross_stream_edges(trace, slices, work).unique(["src", "dst"], keep="first", maintain_order=True)
+    cross = cross.join(gpu.filter(pl.col("kind") == "stream").select("src", "dst"), on=["src", "dst"], how="anti",
+                       maintain_order="left")
+    parts = [gpu, _sync_edges(syncs, work, points, slices), _launch_edges(work, points), cross,
+             _chain_edges(segments, anchors)]
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts])
-    edges, order = _in_order(edges.unique(["src", "dst"], keep="first", maintain_order=True), points, work)
+    edges, order = _in_order(edges, points, work)
     dropped = edges.filter(~pl.col("_ok")).height
     edges = edges.filter("_ok").drop("_ok")
     inferred = edges.filter(pl.col("inferred"))
