@@ -1,0 +1,135 @@
+"""A/B of two revisions of tracekit on one job, in alternating fresh processes.
+
+    python benchmarks/ab.py BASE [NEW] [--job load|analyse|report] [--trace PATH] [--rounds N] [--out FILE]
+
+BASE and NEW are git revisions; NEW defaults to the working tree as it is (uncommitted
+changes included). Each revision other than the working tree is checked out into a
+temporary git worktree and its C parts are built there with this interpreter; every run
+imports tracekit from its tree (PYTHONPATH) and nothing else differs.
+
+Timing on a shared machine drifts by half within minutes, so one side's best against the
+other's says little. The rounds alternate the order (A B, B A, A B, ...) so that drift hits
+both sides alike, and the medians, spreads and the ratio NEW / BASE of the medians are
+printed. Jobs, each in a fresh process with the `tracekit` command's allocator settings:
+
+  load      tracekit.load(trace, cache=False): seconds of the call
+  analyse   the load, then analyse(): seconds of analyse() alone
+  report    `python -m tracekit report TRACE --no-cache -o FILE`: wall seconds, imports included
+
+Peak RSS is each process's own (`wait4`), in MB (10^6 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import ROOT, TRACE, child_env
+
+WORKTREE = "worktree"
+JOB = r'''
+import json, sys, time
+job, path = sys.argv[1], sys.argv[2]
+import tracekit.allocator
+tracekit.allocator.configure()
+import tracekit
+import tracekit.loader
+t = time.perf_counter()
+trace = tracekit.load(path, cache=False)
+if job == "analyse":
+    from tracekit.analyse import analyse
+    t = time.perf_counter()
+    analyse(trace)
+print(json.dumps({"seconds": time.perf_counter() - t}))
+'''
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """The tree of `rev` (the working tree itself for WORKTREE), with its C parts built."""
+    if rev == WORKTREE:
+        return ROOT
+    tree = into / rev.replace("/", "_")
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(tree), rev], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
+                   capture_output=True)
+    return tree
+
+
+def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, float]:
+    """(seconds, peak RSS in MB) of one fresh process running `job` with `tree`'s tracekit."""
+    env = {**child_env(), "PYTHONPATH": str(tree)}
+    if job == "report":
+        cmd = [sys.executable, "-m", "tracekit", "report", str(trace), "--no-cache", "-o", str(scratch / "r.html")]
+    else:
+        cmd = [sys.executable, "-c", JOB, job, str(trace)]
+    out_file, err_file = scratch / "out.txt", scratch / "err.txt"
+    with out_file.open("wb") as out, err_file.open("wb") as err:  # files, not pipes: wait4 reaps the child
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    if code:
+        raise SystemExit(f"{tree}: {job} failed ({code}): {err_file.read_text(errors='replace')[-2000:]}")
+    seconds = wall if job == "report" else json.loads(out_file.read_text().strip().splitlines()[-1])["seconds"]
+    return seconds, usage.ru_maxrss * 1024 / 1e6
+
+
+def summary(runs: list[tuple[float, float]]) -> dict:
+    times, peaks = [r[0] for r in runs], [r[1] for r in runs]
+    return {"seconds": {"median": statistics.median(times), "min": min(times), "max": max(times)},
+            "peak_mb": {"median": statistics.median(peaks), "min": min(peaks), "max": max(peaks)}, "runs": runs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("base", help="git revision to compare against")
+    ap.add_argument("new", nargs="?", default=WORKTREE, help="git revision (default: the working tree as it is)")
+    ap.add_argument("--job", choices=("load", "analyse", "report"), default="report")
+    ap.add_argument("--trace", type=Path, default=TRACE)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", type=Path, help="write the figures to this JSON file")
+    args = ap.parse_args()
+    if not args.trace.exists():
+        raise SystemExit(f"no trace at {args.trace}")
+    with tempfile.TemporaryDirectory(prefix="tracekit-ab-") as tmp:
+        tmp_path = Path(tmp)
+        trees = {}
+        try:
+            for side, rev in (("base", args.base), ("new", args.new)):
+                trees[side] = checkout(rev, tmp_path)
+            runs: dict[str, list[tuple[float, float]]] = {"base": [], "new": []}
+            for i in range(args.rounds):
+                for side in (("base", "new") if i % 2 == 0 else ("new", "base")):
+                    runs[side].append(run_once(trees[side], args.job, args.trace, tmp_path))
+                    print(f"round {i + 1}/{args.rounds} {side:4s} {runs[side][-1][0]:7.3f} s {runs[side][-1][1]:7.0f} MB",
+                          file=sys.stderr, flush=True)
+        finally:
+            for tree in trees.values():
+                if tree != ROOT:
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                                   check=False, capture_output=True)
+    result = {"job": args.job, "trace": str(args.trace), "rounds": args.rounds, "base_rev": args.base, "new_rev": args.new,
+              **{side: summary(r) for side, r in runs.items()}}
+    for key, unit in (("seconds", "s"), ("peak_mb", "MB")):
+        b, n = result["base"][key], result["new"][key]
+        result[f"{key}_ratio"] = n["median"] / b["median"] if b["median"] else None
+        fmt = "{:.3f}" if unit == "s" else "{:.0f}"
+        print(f"{key:8s} base median {fmt.format(b['median'])} {unit} ({fmt.format(b['min'])}-{fmt.format(b['max'])})   "
+              f"new median {fmt.format(n['median'])} {unit} ({fmt.format(n['min'])}-{fmt.format(n['max'])})   "
+              f"new/base {result[f'{key}_ratio']:.3f}")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

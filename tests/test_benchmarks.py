@@ -1,0 +1,38 @@
+"""The A/B benchmark runs both sides, alternates them and cleans up its worktrees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_graph import cross_stream
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_ab_compares_a_revision_with_the_working_tree(tmp_path):
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, check=False).returncode:
+        pytest.skip("not a git checkout")
+    trace = cross_stream().write(tmp_path / "t.json.gz")
+    before = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True)
+    out = tmp_path / "ab.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab.py"), "HEAD", "--job", "analyse",
+                          "--rounds", "3", "--trace", str(trace), "--out", str(out)],
+                         capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert (result["base_rev"], result["new_rev"], result["job"], result["rounds"]) == ("HEAD", "worktree", "analyse", 3)
+    order = [line.split()[2] for line in run.stderr.splitlines() if line.startswith("round ")]
+    assert order == ["base", "new", "new", "base", "base", "new"]  # the order alternates each round
+    for side in ("base", "new"):
+        assert len(result[side]["runs"]) == 3
+        assert 0 < result[side]["seconds"]["min"] <= result[side]["seconds"]["median"] <= result[side]["seconds"]["max"]
+        assert result[side]["peak_mb"]["min"] > 20  # a Python process with Polars loaded
+    assert result["seconds_ratio"] == pytest.approx(result["new"]["seconds"]["median"] / result["base"]["seconds"]["median"])
+    assert "new/base" in run.stdout
+    after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True)
+    assert after.stdout == before.stdout  # the base's worktree is gone
