@@ -147,3 +147,83 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
         best = max(inside, key=lambda r: (r["ts_ns"], -r["dur_ns"], r["eid"]), default=None)
         row = got.filter(pl.col("gid") == gid)
         assert (row["eid"].to_list() or [None])[0] == (best["eid"] if best else None)
+
+
+def _capsule(values: list[int]) -> object:
+    return pl.Series(values, dtype=pl.Int64).__arrow_c_stream__()
+
+
+def _flag_up(parent: list[int], flagged: list[int], levels: int) -> list[int]:
+    out = pl.Series(native.Stream(native.slices.flag_up((_capsule(parent), _capsule(flagged)), levels)))
+    return out.to_list()
+
+
+def _climb(parent, hit, go, op, starts, levels):
+    tree = tuple(_capsule(c) for c in (parent, hit, go, op))
+    found = native.slices.climb(tree, _capsule(starts), levels)
+    return [pl.Series(native.Stream(c)).to_list() for c in found]
+
+
+@needs_c
+def test_tree_walks_hand_computed():
+    # 0 <- 1 <- 2, 0 <- 3, 4 alone, 4 <- 5
+    parent = [-1, 0, 1, 0, -1, 4]
+    assert _flag_up(parent, [0, 0, 1, 0, 0, 0], 256) == [1, 1, 1, 0, 0, 0]
+    assert _flag_up(parent, [0, 0, 1, 0, 0, 0], 1) == [0, 1, 1, 0, 0, 0]  # one level up only
+    assert _flag_up(parent, [0, 0, 1, 0, 0, 1], 0) == [0, 0, 1, 0, 0, 1]
+    # walk up from 2: ops at 2 and 0, a module (hit) at 1 ends the walk there
+    hit, go, op = [0, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 1], [1, 0, 1, 0, 0, 0]
+    assert _climb(parent, hit, go, op, [2, 3, 5, -1], 256) == [[1, -1, -1, -1], [2, 0, -1, -1]]
+    assert _climb(parent, hit, go, op, [2], 1) == [[-1], [2]]  # one row: 2 itself
+    with pytest.raises(IndexError):
+        _flag_up([5, -1], [1, 0], 3)
+
+
+forests = st.integers(1, 30).flatmap(lambda n: st.tuples(
+    st.tuples(*[st.integers(-1, i - 1) for i in range(n)]),
+    st.lists(st.integers(0, 1), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n),
+    st.lists(st.integers(0, 1), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n),
+    st.integers(0, 5)))
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(forests)
+def test_tree_walks_match_their_definitions(case):
+    parent, flagged, hit, go, op, levels = case
+    parent = list(parent)
+    n = len(parent)
+    want = list(flagged)
+    for i in range(n):  # every ancestor at most `levels` steps above a flagged row
+        p, left = parent[i], levels
+        while flagged[i] and p >= 0 and left > 0:
+            want[p], p, left = 1, parent[p], left - 1
+    assert _flag_up(parent, flagged, levels) == want
+    hits, ops = [], []
+    for i in range(n):
+        at, h, o = i, -1, -1
+        for _ in range(levels):
+            if at < 0:
+                break
+            h, o = (at if hit[at] else h), (at if op[at] else o)
+            at = parent[at] if go[at] else -1
+        hits.append(h)
+        ops.append(o)
+    assert _climb(parent, hit, go, op, list(range(n)), levels) == [hits, ops]
+
+
+@pytest.mark.real
+@needs_c
+def test_real_critical_path_same_with_and_without_the_c_passes(monkeypatch):
+    import tracekit
+    from tracekit.analysis.critical_path import critical_path
+
+    trace = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
+    got = critical_path(trace)
+    with monkeypatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = critical_path(trace)
+    assert got.segments.height > 1000
+    assert got.segments.equals(reference.segments)
+    assert got.graph.segments.equals(reference.graph.segments) and got.graph.edges.equals(reference.graph.edges)
+    assert got.by_context.equals(reference.by_context) and got.weight_ns == reference.weight_ns

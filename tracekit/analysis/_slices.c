@@ -379,7 +379,141 @@ done:
     return result;
 }
 
+/* Reads `count` Int64 columns from the capsules in `args`; 0, or -1 with an exception (nothing held). */
+static int read_columns(PyObject *args, Column *cols, int count) {
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != count) {
+        PyErr_Format(PyExc_TypeError, "expected %d columns", count);
+        return -1;
+    }
+    for (int k = 0; k < count; k++) {
+        if (read_column(PyTuple_GET_ITEM(args, k), &cols[k]) < 0) {
+            for (int j = 0; j < k; j++) drop_column(&cols[j]);
+            return -1;
+        }
+        if (cols[k].length != cols[0].length) {
+            for (int j = 0; j <= k; j++) drop_column(&cols[j]);
+            PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* flag_up(parent_row, flagged, levels) -> 0/1 per row: flagged, or an ancestor at most
+ * `levels` steps above a flagged row (parent_row -1: none). `reach` keeps the most steps
+ * left with which a row was met, so each row is walked past again only with more. */
+static PyObject *flag_up(PyObject *self, PyObject *args) {
+    PyObject *pair, *lv;
+    if (!PyArg_ParseTuple(args, "OO", &pair, &lv)) return NULL;
+    long long levels = PyLong_AsLongLong(lv);
+    if (levels == -1 && PyErr_Occurred()) return NULL;
+    Column cols[2];
+    if (read_columns(pair, cols, 2) < 0) return NULL;
+    int64_t n = cols[0].length;
+    const int64_t *parent = cols[0].values, *flagged = cols[1].values;
+    Output *out = new_output(n, 0);
+    int64_t *reach = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    PyObject *result = NULL;
+    int bad = 0;
+    if (!out || !reach) {
+        PyErr_NoMemory();
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            out->values[i] = flagged[i] != 0;
+            reach[i] = -1;
+        }
+        for (int64_t i = 0; i < n && !bad; i++) {
+            if (!flagged[i]) continue;
+            int64_t left = levels, p = parent[i];
+            while (p >= 0 && left > 0) {
+                if (p >= n) {
+                    bad = 1;
+                    break;
+                }
+                if (reach[p] >= left - 1) break; /* walked from here already, as far or further */
+                reach[p] = left - 1;
+                out->values[p] = 1;
+                p = parent[p];
+                left--;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_IndexError, "parent row out of range");
+        } else {
+            result = column_capsule(out);
+            out = NULL;
+        }
+    }
+    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free(reach);
+    for (int k = 0; k < 2; k++) drop_column(&cols[k]);
+    return result;
+}
+
+/* climb((parent_row, hit, go, op), start_row, levels) -> (hit_row, op_row) per start: walk
+ * up from the start row through at most `levels` rows, on to the parent while `go`; each
+ * result is the last row met with its flag (in `_host_context`'s walk a module ends the walk,
+ * so the hit is the nearest module, and the last op met is the outermost). -1: none met; a
+ * start row of -1 meets none. */
+static PyObject *climb(PyObject *self, PyObject *args) {
+    PyObject *tree, *starts, *lv;
+    if (!PyArg_ParseTuple(args, "OOO", &tree, &starts, &lv)) return NULL;
+    long long levels = PyLong_AsLongLong(lv);
+    if (levels == -1 && PyErr_Occurred()) return NULL;
+    Column cols[4], from;
+    if (read_columns(tree, cols, 4) < 0) return NULL;
+    if (read_column(starts, &from) < 0) {
+        for (int k = 0; k < 4; k++) drop_column(&cols[k]);
+        return NULL;
+    }
+    int64_t n = cols[0].length, m = from.length;
+    const int64_t *parent = cols[0].values, *hit = cols[1].values, *go = cols[2].values, *op = cols[3].values;
+    Output *hits = new_output(m, 0), *ops = new_output(m, 0);
+    PyObject *result = NULL;
+    int bad = 0;
+    if (!hits || !ops) {
+        PyErr_NoMemory();
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < m && !bad; i++) {
+            int64_t at = from.values[i], h = -1, o = -1;
+            for (long long step = 0; step < levels && at >= 0; step++) {
+                if (at >= n) {
+                    bad = 1;
+                    break;
+                }
+                if (op[at]) o = at;
+                if (hit[at]) h = at;
+                at = go[at] ? parent[at] : -1;
+            }
+            hits->values[i] = h;
+            ops->values[i] = o;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_IndexError, "row out of range");
+        } else {
+            PyObject *a = column_capsule(hits), *b = column_capsule(ops);
+            hits = ops = NULL;
+            if (a && b) result = PyTuple_Pack(2, a, b);
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+        }
+    }
+    if (hits) release_array(&(struct ArrowArray){.private_data = hits});
+    if (ops) release_array(&(struct ArrowArray){.private_data = ops});
+    drop_column(&from);
+    for (int k = 0; k < 4; k++) drop_column(&cols[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"flag_up", flag_up, METH_VARARGS,
+     "flag_up((parent_row, flagged), levels) -> 0/1 per row: flagged or an ancestor of a flagged row (capsule)"},
+    {"climb", climb, METH_VARARGS,
+     "climb((parent_row, hit, go, op), start_row, levels) -> (hit_row, op_row) per start row (capsules)"},
     {"nest", nest, METH_VARARGS, "nest(thread, ts, dur, end, eid) -> (depth, parent_eid), Arrow C stream capsules"},
     {"innermost", innermost, METH_VARARGS,
      "innermost(slice_group, slice_start, slice_end, point_group, point_at) -> slice index per point (capsule)"},

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit import format as fmt
+from tracekit.analysis import native
 from tracekit.analysis.graph import CLASSES, DepGraph, build_graph
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.taxonomy import classify_names
@@ -212,6 +213,14 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
                        maintain_order="left")["_p"].fill_null(-1)
     hit, go, op = info["hit"], info["go"], info["op"]
     at = host.join(rows, on="eid", how="left", maintain_order="left")["_i"].fill_null(-1)
+    names = info["name"]
+    if native.enabled() and parent.len() == info.height:  # one C walk per host slice (`climb`)
+        tree = tuple(c.cast(I64).rechunk().__arrow_c_stream__() for c in (parent, hit, go, op))
+        found = native.slices.climb(tree, at.rechunk().__arrow_c_stream__(), max_depth)
+        mod, top = (pl.Series(native.Stream(c)) for c in found)
+        out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)),
+                                              _o=names.gather(top.set(top < 0, None)))
+        return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
     live = pl.int_range(at.len(), dtype=I64, eager=True).filter(at >= 0)
     at = at.filter(at >= 0)
     mod, top = pl.repeat(-1, host.height, dtype=I64, eager=True), pl.repeat(-1, host.height, dtype=I64, eager=True)
@@ -223,7 +232,6 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
         mod.scatter(live.filter(is_hit), at.filter(is_hit))
         live, at = live.filter(up), parent.gather(at.filter(up))
         live, at = live.filter(at >= 0), at.filter(at >= 0)
-    names = info["name"]
     out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)), _o=names.gather(top.set(top < 0, None)))
     return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
 

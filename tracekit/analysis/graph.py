@@ -52,10 +52,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.analysis import native
 from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
-from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.nesting import parent_rows, with_parents
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, Trace
@@ -312,18 +313,27 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
 def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) -> pl.DataFrame:
     """Per slice: role, name, block weight, and `launches`: it launched GPU work, or a call
     below it did, or (for a runtime call) the op around it launches (dispatch work)."""
-    parent = nested.select("eid", "parent_eid").filter(pl.col("parent_eid").is_not_null())
-    frontier = nested.select("eid").join(callers, on="eid", how="semi")
-    found = [frontier]
-    for _ in range(256):
-        frontier = frontier.join(parent, on="eid").select(eid="parent_eid").unique()
-        if frontier.is_empty():
-            break
-        found.append(frontier)
-    flagged = pl.concat(found).unique().with_columns(_up=pl.lit(True))
-    out = nested.select("eid", "role", "name", "parent_eid").join(flagged, on="eid", how="left")
-    around = flagged.select(parent_eid="eid", _around="_up")
-    out = out.join(around, on="parent_eid", how="left").with_columns(
+    out = nested.select("eid", "role", "name", "parent_eid")
+    rows = parent_rows(out) if native.enabled() else None
+    if rows is not None:  # one C walk up from the callers (`flag_up`)
+        called = out.select(pl.col("eid").is_in(callers["eid"].implode()).cast(I64)).to_series()
+        up = pl.Series(native.Stream(native.slices.flag_up(
+            (rows.rechunk().__arrow_c_stream__(), called.rechunk().__arrow_c_stream__()), 256))) != 0
+        out = out.with_columns(_up=up, _around=up.gather(rows.clip(lower_bound=0)) & (rows >= 0))
+    else:
+        parent = nested.select("eid", "parent_eid").filter(pl.col("parent_eid").is_not_null())
+        frontier = nested.select("eid").join(callers, on="eid", how="semi")
+        found = [frontier]
+        for _ in range(256):
+            frontier = frontier.join(parent, on="eid").select(eid="parent_eid").unique()
+            if frontier.is_empty():
+                break
+            found.append(frontier)
+        flagged = pl.concat(found).unique().with_columns(_up=pl.lit(True))
+        out = out.join(flagged, on="eid", how="left", maintain_order="left")
+        out = out.join(flagged.select(parent_eid="eid", _around="_up"), on="parent_eid", how="left",
+                       maintain_order="left")
+    out = out.with_columns(
         launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
     return out.select("eid", "role", "name", "launches").join(syncs.select("eid", block_ns="tail_ns"), on="eid",
                                                                how="left")

@@ -39,6 +39,14 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     return out if in_order else out.sort("ts_ns", "eid")
 
 
+def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
+    """The row of each row's parent (`parent_eid`) in `nested`, -1 for none: the tree as row
+    positions for the C walks. None when an eid repeats (the walks need one row per eid)."""
+    rows = nested.select(parent_eid="eid", _p=pl.int_range(pl.len(), dtype=pl.Int64))
+    found = nested.select("parent_eid").join(rows, on="parent_eid", how="left", maintain_order="left")
+    return found["_p"].fill_null(-1) if found.height == nested.height else None
+
+
 def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
     """(depth, parent_eid) aligned with the rows of `cols` (eid, pid, tid, ts_ns, dur_ns,
     end_ns) from the C pass; None when a time or eid is null (the Polars joins take those)."""
