@@ -164,6 +164,11 @@ def _climb(parent, hit, go, op, starts, levels):
     return [pl.Series(native.Stream(c)).to_list() for c in found]
 
 
+def _up_until(parent, end, starts, need, levels):
+    tree = (_capsule(parent), _capsule(end))
+    return pl.Series(native.Stream(native.slices.up_until(tree, _capsule(starts), _capsule(need), levels))).to_list()
+
+
 @needs_c
 def test_tree_walks_hand_computed():
     # 0 <- 1 <- 2, 0 <- 3, 4 alone, 4 <- 5
@@ -177,6 +182,10 @@ def test_tree_walks_hand_computed():
     assert _climb(parent, hit, go, op, [2], 1) == [[-1], [2]]  # one row: 2 itself
     with pytest.raises(IndexError):
         _flag_up([5, -1], [1, 0], 3)
+    # the first row up from the start (itself included) that ends at or after `need`
+    end = [100, 50, 30, 90, 10, 5]
+    assert _up_until(parent, end, [2, 2, 2, 5, -1], [30, 31, 60, 20, 0], 64) == [2, 1, 0, -1, -1]
+    assert _up_until(parent, end, [2], [60], 2) == [-1]  # two rows only: 2 and 1
 
 
 forests = st.integers(1, 30).flatmap(lambda n: st.tuples(
@@ -210,6 +219,20 @@ def test_tree_walks_match_their_definitions(case):
         hits.append(h)
         ops.append(o)
     assert _climb(parent, hit, go, op, list(range(n)), levels) == [hits, ops]
+    ends = [10 * h + o for h, o in zip(hit, op)]  # 0, 1, 10 or 11
+    needs = [(7 * i) % 12 for i in range(n)]
+    ups = []
+    for i in range(n):
+        at, found = i, -1
+        for _ in range(levels):
+            if at < 0:
+                break
+            if ends[at] >= needs[i]:
+                found = at
+                break
+            at = parent[at]
+        ups.append(found)
+    assert _up_until(parent, ends, list(range(n)), needs, levels) == ups
 
 
 @pytest.mark.real
@@ -227,3 +250,18 @@ def test_real_critical_path_same_with_and_without_the_c_passes(monkeypatch):
     assert got.segments.equals(reference.segments)
     assert got.graph.segments.equals(reference.graph.segments) and got.graph.edges.equals(reference.graph.edges)
     assert got.by_context.equals(reference.by_context) and got.weight_ns == reference.weight_ns
+
+
+@pytest.mark.real
+@needs_c
+def test_real_launch_links_same_with_and_without_the_c_passes(monkeypatch):
+    import tracekit
+    from tracekit.analysis.links import launch_ops
+
+    trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
+    got = launch_ops(trace)
+    with monkeypatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = launch_ops(trace)
+    assert (got["link"] == "containment").sum() > 100
+    assert got.equals(reference)

@@ -509,7 +509,67 @@ static PyObject *climb(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* up_until((parent_row, end), start_row, need, levels) -> row per start: the first row met
+ * walking up from the start row (itself included, at most `levels` rows) whose end is at or
+ * after `need`; -1 when none is (`links._containing_op`'s walk). */
+static PyObject *up_until(PyObject *self, PyObject *args) {
+    PyObject *tree, *lv;
+    PyObject *asked[2];
+    if (!PyArg_ParseTuple(args, "OOOO", &tree, &asked[0], &asked[1], &lv)) return NULL;
+    long long levels = PyLong_AsLongLong(lv);
+    if (levels == -1 && PyErr_Occurred()) return NULL;
+    Column cols[2], q[2];
+    if (read_columns(tree, cols, 2) < 0) return NULL;
+    PyObject *pair = PyTuple_Pack(2, asked[0], asked[1]);
+    if (!pair || read_columns(pair, q, 2) < 0) {
+        Py_XDECREF(pair);
+        for (int k = 0; k < 2; k++) drop_column(&cols[k]);
+        return NULL;
+    }
+    Py_DECREF(pair);
+    int64_t n = cols[0].length, m = q[0].length;
+    const int64_t *parent = cols[0].values, *end = cols[1].values, *from = q[0].values, *need = q[1].values;
+    Output *out = new_output(m, 0);
+    PyObject *result = NULL;
+    int bad = 0;
+    if (!out) {
+        PyErr_NoMemory();
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < m && !bad; i++) {
+            int64_t at = from[i], found = -1;
+            for (long long step = 0; step < levels && at >= 0; step++) {
+                if (at >= n) {
+                    bad = 1;
+                    break;
+                }
+                if (end[at] >= need[i]) {
+                    found = at;
+                    break;
+                }
+                at = parent[at];
+            }
+            out->values[i] = found;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_IndexError, "row out of range");
+        } else {
+            result = column_capsule(out);
+            out = NULL;
+        }
+    }
+    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    for (int k = 0; k < 2; k++) {
+        drop_column(&q[k]);
+        drop_column(&cols[k]);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"up_until", up_until, METH_VARARGS,
+     "up_until((parent_row, end), start_row, need, levels) -> the first row up from start with end >= need (capsule)"},
     {"flag_up", flag_up, METH_VARARGS,
      "flag_up((parent_row, flagged), levels) -> 0/1 per row: flagged or an ancestor of a flagged row (capsule)"},
     {"climb", climb, METH_VARARGS,
