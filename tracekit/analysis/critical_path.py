@@ -195,9 +195,10 @@ def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.
 def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
     """(eid, _ctx): nearest module-like ancestor-or-self, else the outermost cpu_op.
 
-    The walk up the tree follows parent pointers held as row positions (Series gathers),
-    one step per level for the host slices still climbing: a join per level against every
-    slice cost more than the whole walk (and grew with trace size times depth).
+    The walk up the tree follows parent pointers held as row positions: in C (`climb`)
+    when the C passes are built, else with Series gathers, one step per level for the host
+    slices still climbing (a join per level against every slice cost more than the whole
+    walk, and grew with trace size times depth).
     """
     schema = {"eid": I64, "_ctx": STR}
     if host.is_empty():

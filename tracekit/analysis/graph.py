@@ -312,7 +312,10 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
 
 def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) -> pl.DataFrame:
     """Per slice: role, name, block weight, and `launches`: it launched GPU work, or a call
-    below it did, or (for a runtime call) the op around it launches (dispatch work)."""
+    below it did, or (for a runtime call) the op around it launches (dispatch work).
+
+    The callers' ancestors (up to 256 levels) are flagged by one C walk (`flag_up`) when
+    the C passes are built, else by a join per level."""
     out = nested.select("eid", "role", "name", "parent_eid")
     rows = parent_rows(out) if native.enabled() else None
     if rows is not None:  # one C walk up from the callers (`flag_up`)

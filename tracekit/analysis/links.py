@@ -64,7 +64,12 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 64) -> pl.DataFrame:
-    """(eid, _c_eid): the innermost op on the call's thread whose span contains the call."""
+    """(eid, _c_eid): the innermost op on the call's thread whose span contains the call.
+
+    From the last op that started at or before the call, up its parents to the first that
+    ends at or after the call's end: one C walk per call (`up_until`) when the C passes are
+    built, else a join per level.
+    """
     if calls.is_empty():
         return pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
     right = ops.select("pid", "tid", pl.col("ts_ns").alias("_t"), pl.col("eid").alias("_cand")).sort("_t")
