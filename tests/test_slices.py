@@ -265,3 +265,69 @@ def test_real_launch_links_same_with_and_without_the_c_passes(monkeypatch):
         reference = launch_ops(trace)
     assert (got["link"] == "containment").sum() > 100
     assert got.equals(reference)
+
+
+def _chains(parent: list[int], code: list[int]) -> list[list[int]]:
+    found = native.slices.chains((_capsule(parent), _capsule(code)))
+    return [pl.Series(native.Stream(c)).to_list() for c in found]
+
+
+@needs_c
+def test_chains_hand_computed():
+    # rows 0 > 1 > 2 and 3 > 4 > 5 spell the same codes (5 > 6 > 7); row 6 is 5 > 6 again
+    assert _chains([-1, 0, 1, -1, 3, 4, 0], [5, 6, 7, 5, 6, 7, 6]) == [[0, 1, 2, 0, 1, 2, 1], [-1, 0, 1], [5, 6, 7]]
+    # a child listed before its parent still gets its parent's chain first
+    assert _chains([1, -1], [9, 8]) == [[1, 0], [-1, 0], [8, 9]]
+    with pytest.raises(ValueError, match="cycle"):
+        _chains([1, 0], [1, 1])
+    with pytest.raises(ValueError, match="out of range"):
+        _chains([3, -1], [1, 1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(forests, st.lists(st.sampled_from(["aten::mm", "aten::linear", "aten::add", "nn.Module: A"]), min_size=30,
+                         max_size=30), st.randoms(use_true_random=False))
+def test_op_paths_c_pass_matches_the_closure(case, names, rnd):
+    from tracekit.analysis.attribution import op_paths
+
+    parent = list(case[0])
+    n = len(parent)
+    depth = []
+    for p in parent:
+        depth.append(0 if p < 0 else depth[p] + 1)
+    order = list(range(n))
+    rnd.shuffle(order)  # rows in any order: a child may come before its parent
+    eid = [1000 + 7 * i for i in range(n)]
+    nested = pl.DataFrame({"eid": [eid[i] for i in order],
+                           "parent_eid": [eid[parent[i]] if parent[i] >= 0 else None for i in order],
+                           "depth": [depth[i] for i in order], "name": [names[i] for i in order]},
+                          schema={"eid": pl.Int64, "parent_eid": pl.Int64, "depth": pl.Int64, "name": pl.String})
+    wanted = pl.Series([eid[i] for i in range(0, n, 2)] + [5, None])  # 5: not an op
+    got = op_paths(nested, wanted)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = op_paths(nested, wanted)
+    assert got.sort("eid").equals(reference.sort("eid"))
+    for e, path in got.iter_rows():
+        i = eid.index(e)
+        chain = []
+        while i >= 0:
+            chain.append(names[i])
+            i = parent[i]
+        assert path == " > ".join(reversed(chain))
+
+
+@pytest.mark.real
+def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
+    import tracekit
+    from tracekit.analysis.attribution import op_paths
+    from tracekit.analysis.links import cpu_ops, gpu_links
+
+    trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
+    nested, links = cpu_ops(trace), gpu_links(trace)
+    got = op_paths(nested, links["op_eid"])
+    with monkeypatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = op_paths(nested, links["op_eid"])
+    assert got.height > 1000 and got["op_path"].str.contains(" > ").any()
+    assert got.sort("eid").equals(reference.sort("eid"))

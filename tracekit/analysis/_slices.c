@@ -567,7 +567,100 @@ static PyObject *up_until(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* chains((parent_row, code)) -> (chain of each row, parent chain of each chain, code of each
+ * chain): rows whose chains of codes from the root down are equal get one chain number
+ * (numbered as first met, a parent's before its children's). The op paths are then built
+ * once per chain, not once per op. A cycle in the parent rows raises ValueError. */
+typedef struct {
+    int64_t parent, code, id; /* id -1: empty slot */
+} Slot;
+
+static int64_t chain_of(Slot *table, int64_t mask, int64_t parent, int64_t code, int64_t *count,
+                        int64_t *chain_parent, int64_t *chain_code) {
+    uint64_t h = (uint64_t)parent * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)code + 0x632BE59BD9B4E019ULL);
+    h ^= h >> 29;
+    for (int64_t at = (int64_t)(h & (uint64_t)mask);; at = (at + 1) & mask) {
+        Slot *slot = &table[at];
+        if (slot->id < 0) {
+            slot->parent = parent;
+            slot->code = code;
+            slot->id = (*count)++;
+            chain_parent[slot->id] = parent;
+            chain_code[slot->id] = code;
+            return slot->id;
+        }
+        if (slot->parent == parent && slot->code == code) return slot->id;
+    }
+}
+
+static PyObject *chains(PyObject *self, PyObject *args) {
+    PyObject *pair;
+    if (!PyArg_ParseTuple(args, "O", &pair)) return NULL;
+    Column cols[2];
+    if (read_columns(pair, cols, 2) < 0) return NULL;
+    int64_t n = cols[0].length;
+    const int64_t *parent = cols[0].values, *code = cols[1].values;
+    int64_t size = 2;
+    while (size < 2 * n) size <<= 1;
+    Slot *table = malloc((size_t)size * sizeof(Slot));
+    int64_t *stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    Output *row_chain = new_output(n, 0), *chain_parent = new_output(n, 0), *chain_code = new_output(n, 0);
+    PyObject *result = NULL;
+    int bad = 0;
+    if (!table || !stack || !row_chain || !chain_parent || !chain_code) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < size; i++) table[i].id = -1;
+    for (int64_t i = 0; i < n; i++) row_chain->values[i] = -1;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        if (row_chain->values[i] >= 0) continue;
+        int64_t top = 0, r = i; /* climb to a row whose chain is known, or past the root */
+        while (r >= 0) {
+            if (r >= n || row_chain->values[r] == -2) { /* out of range, or a cycle */
+                bad = 1;
+                break;
+            }
+            if (row_chain->values[r] >= 0) break;
+            row_chain->values[r] = -2; /* on the stack (each row is pushed once: top < n) */
+            stack[top++] = r;
+            r = parent[r];
+        }
+        if (bad) break;
+        int64_t above = r >= 0 ? row_chain->values[r] : -1;
+        while (top > 0) {
+            int64_t row = stack[--top];
+            above = chain_of(table, size - 1, above, code[row], &count, chain_parent->values, chain_code->values);
+            row_chain->values[row] = above;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "parent rows out of range or in a cycle");
+        goto done;
+    }
+    chain_parent->length = chain_code->length = count;
+    PyObject *a = column_capsule(row_chain), *b = column_capsule(chain_parent), *c = column_capsule(chain_code);
+    row_chain = chain_parent = chain_code = NULL;
+    if (a && b && c) result = PyTuple_Pack(3, a, b, c);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(c);
+done:
+    if (row_chain) release_array(&(struct ArrowArray){.private_data = row_chain});
+    if (chain_parent) release_array(&(struct ArrowArray){.private_data = chain_parent});
+    if (chain_code) release_array(&(struct ArrowArray){.private_data = chain_code});
+    free(table);
+    free(stack);
+    for (int k = 0; k < 2; k++) drop_column(&cols[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"chains", chains, METH_VARARGS,
+     "chains((parent_row, code)) -> (chain of each row, parent chain and code of each chain) (capsules)"},
     {"up_until", up_until, METH_VARARGS,
      "up_until((parent_row, end), start_row, need, levels) -> the first row up from start with end >= need (capsule)"},
     {"flag_up", flag_up, METH_VARARGS,

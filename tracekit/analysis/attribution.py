@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.nesting import ancestors
+from tracekit.analysis.nesting import ancestors, parent_rows
 from tracekit.analysis.shared import remember
 from tracekit.model import Trace
 
@@ -105,9 +106,32 @@ def op_paths(nested: pl.DataFrame, eids: pl.Series, *, sep: str = " > ") -> pl.D
     wanted = pl.DataFrame({"eid": eids.cast(I64)}).drop_nulls().unique()
     if wanted.is_empty() or nested.is_empty():
         return pl.DataFrame(schema={"eid": I64, "op_path": STR})
+    found = _op_paths_native(nested, wanted, sep) if native.enabled() else None
+    if found is not None:
+        return found
     names = nested.select(pl.col("eid").alias("ancestor_eid"), "name", "depth")
     chain = closure_pairs(nested).join(wanted, on="eid", how="semi").join(names, on="ancestor_eid")
     return chain.group_by("eid").agg(op_path=pl.col("name").sort_by("depth").str.join(sep))
+
+
+def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl.DataFrame | None:
+    """`op_paths` through the C pass `chains`: ops with the same chain of names from the
+    root down share one path, so each distinct chain's text is built once (top-down, each
+    from its parent's) instead of once per op. None (the joins take over) when a name is
+    null or the tree is deeper than the closure's 256 levels."""
+    rows = parent_rows(nested)
+    if rows is None or nested["name"].null_count() or int(nested["depth"].max() or 0) >= 256:
+        return None
+    codes = nested.select(pl.col("name").rank("dense").cast(I64)).to_series()
+    found = native.slices.chains((rows.rechunk().__arrow_c_stream__(), codes.rechunk().__arrow_c_stream__()))
+    row_chain, chain_parent, chain_code = (pl.Series(native.Stream(c)) for c in found)
+    name_of = dict(pl.DataFrame({"code": codes, "name": nested["name"]}).unique("code").iter_rows())
+    texts: list[str] = []
+    for parent, code in zip(chain_parent.to_list(), chain_code.to_list()):  # parents come first
+        texts.append(name_of[code] if parent < 0 else texts[parent] + sep + name_of[code])
+    at = wanted.join(nested.select("eid", _row=pl.int_range(pl.len(), dtype=I64)), on="eid", how="inner")
+    paths = pl.Series("op_path", texts, dtype=STR)
+    return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
 
 
 def enclosing_ops(points: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
