@@ -282,17 +282,18 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
     """The CPU pieces (SEGMENT_SCHEMA, `src` = the anchor the piece's chain edge starts at) and the anchors."""
     same = pl.col("_thread") == pl.col("_thread").shift(-1)
     first = ~(pl.col("_thread") == pl.col("_thread").shift(1)).fill_null(False)
-    targets = syncs.select("eid").with_columns(_sync=pl.lit(True))
+    # points stay in node order throughout (membership tests, not joins): `src` is a forward
+    # fill along it, and the segments come out sorted by `src` (path_segments relies on it)
+    launches = pl.col("eid").is_in(launched["launch_eid"].implode())
+    waits = pl.col("eid").is_in(syncs["eid"].implode())
     pts = points.with_columns(_next=pl.when(same).then(pl.col("t").shift(-1)), _first=first,
                               _last=~same.fill_null(False))
-    pts = pts.join(launched.select(eid="launch_eid", _launch=pl.lit(True)), on="eid", how="left")
-    pts = pts.join(targets, on="eid", how="left")
-    anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & pl.col("_launch").fill_null(False))
-              | (~pl.col("opening") & pl.col("_sync").fill_null(False)))
-    pts = pts.sort("node").with_columns(_anchor=anchor)
+    anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & launches) | (~pl.col("opening") & waits))
+    pts = pts.with_columns(_anchor=anchor.fill_null(False))
     pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
     owners = _owners(nested, syncs, callers)
-    seg = pts.filter(pl.col("_next").is_not_null()).join(owners, left_on="owner", right_on="eid", how="left")
+    seg = pts.filter(pl.col("_next").is_not_null()).join(owners, left_on="owner", right_on="eid", how="left",
+                                                         maintain_order="left")
     length = pl.col("_next") - pl.col("t")
     hostless = pl.col("role").is_null() | (pl.col("role") == "python")
     cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis import native
+from tracekit.analysis.shared import remember
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
@@ -41,10 +42,15 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
 
 def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
     """The row of each row's parent (`parent_eid`) in `nested`, -1 for none: the tree as row
-    positions for the C walks. None when an eid repeats (the walks need one row per eid)."""
-    rows = nested.select(parent_eid="eid", _p=pl.int_range(pl.len(), dtype=pl.Int64))
-    found = nested.select("parent_eid").join(rows, on="parent_eid", how="left", maintain_order="left")
-    return found["_p"].fill_null(-1) if found.height == nested.height else None
+    positions for the C walks (once per frame inside `shared.sharing()`). None when an eid
+    repeats (the walks need one row per eid)."""
+
+    def compute() -> pl.Series | None:
+        rows = nested.select(parent_eid="eid", _p=pl.int_range(pl.len(), dtype=pl.Int64))
+        found = nested.select("parent_eid").join(rows, on="parent_eid", how="left", maintain_order="left")
+        return found["_p"].fill_null(-1) if found.height == nested.height else None
+
+    return remember("parent_rows", (nested,), compute)
 
 
 def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
