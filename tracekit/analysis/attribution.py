@@ -119,6 +119,16 @@ def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl
     root down share one path, so each distinct chain's text is built once (top-down, each
     from its parent's) instead of once per op. None (the joins take over) when a name is
     null or the tree is deeper than the closure's 256 levels."""
+    found = remember(f"op_paths{sep}", (nested,), lambda: _chain_paths(nested, sep))
+    if found is None:
+        return None
+    row_chain, paths = found
+    at = wanted.join(nested.select("eid", _row=pl.int_range(pl.len(), dtype=I64)), on="eid", how="inner")
+    return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
+
+
+def _chain_paths(nested: pl.DataFrame, sep: str) -> tuple[pl.Series, pl.Series] | None:
+    """(chain of each row, path text of each chain), once per op tree inside `sharing()`."""
     rows = parent_rows(nested)
     if rows is None or nested["name"].null_count() or int(nested["depth"].max() or 0) >= 256:
         return None
@@ -129,9 +139,7 @@ def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl
     texts: list[str] = []
     for parent, code in zip(chain_parent.to_list(), chain_code.to_list()):  # parents come first
         texts.append(name_of[code] if parent < 0 else texts[parent] + sep + name_of[code])
-    at = wanted.join(nested.select("eid", _row=pl.int_range(pl.len(), dtype=I64)), on="eid", how="inner")
-    paths = pl.Series("op_path", texts, dtype=STR)
-    return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
+    return row_chain, pl.Series("op_path", texts, dtype=STR)
 
 
 def enclosing_ops(points: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
