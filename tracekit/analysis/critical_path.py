@@ -184,12 +184,14 @@ def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.
     Host segments carry a CPU slice's eid and GPU segments an activity's (the event ids of
     a trace are unique), so one lookup by eid serves both.
     """
-    host = segs.filter(pl.col("lane").str.starts_with("cpu:") & pl.col("eid").is_not_null()).select("eid").unique()
-    gpu = segs.filter(pl.col("lane").str.starts_with("gpu:") & pl.col("eid").is_not_null()).select("eid").unique()
+    keys = segs.select("eid", "lane")  # (filtering `segs` itself would copy every column)
+    host = keys.filter(pl.col("lane").str.starts_with("cpu:") & pl.col("eid").is_not_null()).select("eid").unique()
+    gpu = keys.filter(pl.col("lane").str.starts_with("gpu:") & pl.col("eid").is_not_null()).select("eid").unique()
     ctx = pl.concat([_host_context(host, dep.slices),
                      links.join(gpu, on="eid", how="semi").select("eid", _ctx="op_name").cast({"_ctx": STR})])
-    out = segs.join(ctx, on="eid", how="left", maintain_order="left")
-    return out.with_columns(context=pl.coalesce("_ctx", "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
+    # the lookup on the eid column alone: a join of every column would copy the whole path
+    found = segs.select("eid").join(ctx, on="eid", how="left", maintain_order="left")["_ctx"]
+    return segs.with_columns(context=pl.coalesce(found, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
 
 
 def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
