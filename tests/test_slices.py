@@ -21,11 +21,16 @@ def _frame(rows: list[tuple]) -> pl.DataFrame:
     return frame.with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
 
 
-def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _with_and_without_c(monkeypatch: pytest.MonkeyPatch, compute):
+    """(compute() with the C passes, compute() with the references alone)."""
+    got = compute()
     with monkeypatch.context() as m:
         m.setenv("TRACEKIT_NATIVE", "0")
-        reference = with_parents(frame)
-    return with_parents(frame), reference
+        return got, compute()
+
+
+def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return _with_and_without_c(monkeypatch, lambda: with_parents(frame))
 
 
 # thread 1/1: 10 [0,100) > 11 [10,50) > 12 [20,30); 13 [50,50) zero-length at 11's end;
@@ -117,10 +122,7 @@ def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
 def test_innermost_hand_computed(monkeypatch):
     points = pl.DataFrame(POINT_ROWS, schema=POINTS, orient="row")
     slices = _frame(SLICE_ROWS)
-    got = _innermost(points, slices)
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = _innermost(points, slices)
+    got, reference = _with_and_without_c(monkeypatch, lambda: _innermost(points, slices))
     for frame in (got, reference):
         assert frame.select("gid", "eid").rows() == [(1, 4), (2, 2), (3, 1), (5, 6)]
     assert got.equals(reference)
@@ -242,10 +244,7 @@ def test_real_critical_path_same_with_and_without_the_c_passes(monkeypatch):
     from tracekit.analysis.critical_path import critical_path
 
     trace = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
-    got = critical_path(trace)
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = critical_path(trace)
+    got, reference = _with_and_without_c(monkeypatch, lambda: critical_path(trace))
     assert got.segments.height > 1000
     assert got.segments.equals(reference.segments)
     assert got.graph.segments.equals(reference.graph.segments) and got.graph.edges.equals(reference.graph.edges)
@@ -259,10 +258,7 @@ def test_real_launch_links_same_with_and_without_the_c_passes(monkeypatch):
     from tracekit.analysis.links import launch_ops
 
     trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
-    got = launch_ops(trace)
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = launch_ops(trace)
+    got, reference = _with_and_without_c(monkeypatch, lambda: launch_ops(trace))
     assert (got["link"] == "containment").sum() > 100
     assert got.equals(reference)
 
@@ -325,9 +321,6 @@ def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
 
     trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
     nested, links = cpu_ops(trace), gpu_links(trace)
-    got = op_paths(nested, links["op_eid"])
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = op_paths(nested, links["op_eid"])
+    got, reference = _with_and_without_c(monkeypatch, lambda: op_paths(nested, links["op_eid"]))
     assert got.height > 1000 and got["op_path"].str.contains(" > ").any()
     assert got.sort("eid").equals(reference.sort("eid"))

@@ -129,6 +129,26 @@ static int read_column(PyObject *capsule, Column *out) {
     return 0;
 }
 
+/* Reads `count` Int64 columns from the capsules in `args`; 0, or -1 with an exception (nothing held). */
+static int read_columns(PyObject *args, Column *cols, int count) {
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != count) {
+        PyErr_Format(PyExc_TypeError, "expected %d columns", count);
+        return -1;
+    }
+    for (int k = 0; k < count; k++) {
+        if (read_column(PyTuple_GET_ITEM(args, k), &cols[k]) < 0) {
+            for (int j = 0; j < k; j++) drop_column(&cols[j]);
+            return -1;
+        }
+        if (cols[k].length != cols[0].length) {
+            for (int j = 0; j <= k; j++) drop_column(&cols[j]);
+            PyErr_SetString(PyExc_ValueError, "the columns differ in length");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* -- writing a column ------------------------------------------------------------------ */
 
 typedef struct {
@@ -269,25 +289,15 @@ static void nest_thread(const int64_t *ts, const int64_t *dur, const int64_t *en
     }
 }
 
-/* nest(thread, ts, dur, end, eid) -> (depth, parent_eid) as Arrow C stream capsules */
+/* nest(thread, ts, dur, end, eid) -> (depth, parent_eid) as Arrow C stream capsules (the
+ * arguments are the five columns' capsules) */
 static PyObject *nest(PyObject *self, PyObject *args) {
-    PyObject *caps[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &caps[0], &caps[1], &caps[2], &caps[3], &caps[4])) return NULL;
     Column cols[5];
-    int read = 0;
-    for (; read < 5; read++)
-        if (read_column(caps[read], &cols[read]) < 0) break;
+    if (read_columns(args, cols, 5) < 0) return NULL;
     Output *depth = NULL, *parent = NULL;
     int64_t *ends = NULL, *last = NULL;
     PyObject *result = NULL;
-    if (read < 5) goto done;
     int64_t n = cols[0].length;
-    for (int k = 1; k < 5; k++) {
-        if (cols[k].length != n) {
-            PyErr_SetString(PyExc_ValueError, "the columns differ in length");
-            goto done;
-        }
-    }
     depth = new_output(n, 0);
     parent = new_output(n, 1);
     ends = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
@@ -314,7 +324,7 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     Py_XDECREF(d);
     Py_XDECREF(p);
 done:
-    for (int k = 0; k < read; k++) drop_column(&cols[k]);
+    for (int k = 0; k < 5; k++) drop_column(&cols[k]);
     if (depth) release_array(&(struct ArrowArray){.private_data = depth});
     if (parent) release_array(&(struct ArrowArray){.private_data = parent});
     free(ends);
@@ -322,23 +332,20 @@ done:
     return result;
 }
 
-/* innermost(slice_group, slice_start, slice_end, point_group, point_at) -> index per point (capsule) */
+/* innermost((slice_group, slice_start, slice_end), (point_group, point_at)) -> index per point (capsule) */
 static PyObject *innermost(PyObject *self, PyObject *args) {
-    PyObject *caps[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &caps[0], &caps[1], &caps[2], &caps[3], &caps[4])) return NULL;
-    Column cols[5];
-    int read = 0;
-    for (; read < 5; read++)
-        if (read_column(caps[read], &cols[read]) < 0) break;
+    PyObject *slices, *points;
+    if (!PyArg_ParseTuple(args, "OO", &slices, &points)) return NULL;
+    Column cols[5]; /* the slices' group, start, end; the points' group, at */
+    if (read_columns(slices, cols, 3) < 0) return NULL;
+    if (read_columns(points, cols + 3, 2) < 0) {
+        for (int k = 0; k < 3; k++) drop_column(&cols[k]);
+        return NULL;
+    }
     Output *pick = NULL;
     int64_t *stack = NULL;
     PyObject *result = NULL;
-    if (read < 5) goto done;
     int64_t n = cols[0].length, m = cols[3].length;
-    if (cols[1].length != n || cols[2].length != n || cols[4].length != m) {
-        PyErr_SetString(PyExc_ValueError, "the columns differ in length");
-        goto done;
-    }
     pick = new_output(m, 1);
     stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!pick || !stack) {
@@ -373,30 +380,21 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     result = column_capsule(pick);
     pick = NULL;
 done:
-    for (int k = 0; k < read; k++) drop_column(&cols[k]);
+    for (int k = 0; k < 5; k++) drop_column(&cols[k]);
     if (pick) release_array(&(struct ArrowArray){.private_data = pick});
     free(stack);
     return result;
 }
 
-/* Reads `count` Int64 columns from the capsules in `args`; 0, or -1 with an exception (nothing held). */
-static int read_columns(PyObject *args, Column *cols, int count) {
-    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != count) {
-        PyErr_Format(PyExc_TypeError, "expected %d columns", count);
-        return -1;
+/* The capsule of `*out` (taken over), or NULL with an IndexError when a row was out of range. */
+static PyObject *one_column(Output **out, int bad) {
+    if (bad) {
+        PyErr_SetString(PyExc_IndexError, "row out of range");
+        return NULL;
     }
-    for (int k = 0; k < count; k++) {
-        if (read_column(PyTuple_GET_ITEM(args, k), &cols[k]) < 0) {
-            for (int j = 0; j < k; j++) drop_column(&cols[j]);
-            return -1;
-        }
-        if (cols[k].length != cols[0].length) {
-            for (int j = 0; j <= k; j++) drop_column(&cols[j]);
-            PyErr_SetString(PyExc_ValueError, "the columns differ in length");
-            return -1;
-        }
-    }
-    return 0;
+    PyObject *capsule = column_capsule(*out);
+    *out = NULL;
+    return capsule;
 }
 
 /* flag_up(parent_row, flagged, levels) -> 0/1 per row: flagged, or an ancestor at most
@@ -439,12 +437,7 @@ static PyObject *flag_up(PyObject *self, PyObject *args) {
             }
         }
         Py_END_ALLOW_THREADS
-        if (bad) {
-            PyErr_SetString(PyExc_IndexError, "parent row out of range");
-        } else {
-            result = column_capsule(out);
-            out = NULL;
-        }
+        result = one_column(&out, bad);
     }
     if (out) release_array(&(struct ArrowArray){.private_data = out});
     free(reach);
@@ -552,12 +545,7 @@ static PyObject *up_until(PyObject *self, PyObject *args) {
             out->values[i] = found;
         }
         Py_END_ALLOW_THREADS
-        if (bad) {
-            PyErr_SetString(PyExc_IndexError, "row out of range");
-        } else {
-            result = column_capsule(out);
-            out = NULL;
-        }
+        result = one_column(&out, bad);
     }
     if (out) release_array(&(struct ArrowArray){.private_data = out});
     for (int k = 0; k < 2; k++) {
@@ -669,7 +657,7 @@ static PyMethodDef methods[] = {
      "climb((parent_row, hit, go, op), start_row, levels) -> (hit_row, op_row) per start row (capsules)"},
     {"nest", nest, METH_VARARGS, "nest(thread, ts, dur, end, eid) -> (depth, parent_eid), Arrow C stream capsules"},
     {"innermost", innermost, METH_VARARGS,
-     "innermost(slice_group, slice_start, slice_end, point_group, point_at) -> slice index per point (capsule)"},
+     "innermost((slice_group, slice_start, slice_end), (point_group, point_at)) -> slice index per point (capsule)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -275,9 +275,11 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     rows = rows.with_columns(_g=group.head(rows.height)).sort(
         ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
-    capsules = [s.cast(I64).rechunk().__arrow_c_stream__()
-                for s in (rows["_g"], rows[start], rows[end], pts["_g"], pts["_t"])]
-    pick = pl.Series("_i", native.Stream(native.slices.innermost(*capsules)))
+    def capsules(*columns: pl.Series) -> tuple[object, ...]:
+        return tuple(c.cast(I64).rechunk().__arrow_c_stream__() for c in columns)
+
+    found = native.slices.innermost(capsules(rows["_g"], rows[start], rows[end]), capsules(pts["_g"], pts["_t"]))
+    pick = pl.Series("_i", native.Stream(found))
     found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
     picked = rows.select(cols).gather(found["_i"])
     taken = points.gather(found["_pt"])
