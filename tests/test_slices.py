@@ -152,23 +152,23 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
 
 
 def _capsule(values: list[int]) -> object:
-    return pl.Series(values, dtype=pl.Int64).__arrow_c_stream__()
+    return native.arrow(pl.Series(values, dtype=pl.Int64))
 
 
 def _flag_up(parent: list[int], flagged: list[int], levels: int) -> list[int]:
-    out = pl.Series(native.Stream(native.slices.flag_up((_capsule(parent), _capsule(flagged)), levels)))
+    out = native.series(native.slices.flag_up((_capsule(parent), _capsule(flagged)), levels))
     return out.to_list()
 
 
 def _climb(parent, hit, go, op, starts, levels):
     tree = tuple(_capsule(c) for c in (parent, hit, go, op))
     found = native.slices.climb(tree, _capsule(starts), levels)
-    return [pl.Series(native.Stream(c)).to_list() for c in found]
+    return [native.series(c).to_list() for c in found]
 
 
 def _up_until(parent, end, starts, need, levels):
     tree = (_capsule(parent), _capsule(end))
-    return pl.Series(native.Stream(native.slices.up_until(tree, _capsule(starts), _capsule(need), levels))).to_list()
+    return native.series(native.slices.up_until(tree, _capsule(starts), _capsule(need), levels)).to_list()
 
 
 @needs_c
@@ -265,7 +265,7 @@ def test_real_launch_links_same_with_and_without_the_c_passes(monkeypatch):
 
 def _chains(parent: list[int], code: list[int]) -> list[list[int]]:
     found = native.slices.chains((_capsule(parent), _capsule(code)))
-    return [pl.Series(native.Stream(c)).to_list() for c in found]
+    return [native.series(c).to_list() for c in found]
 
 
 @needs_c

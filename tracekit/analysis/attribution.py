@@ -28,7 +28,7 @@ import polars as pl
 from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.nesting import ancestors, parent_rows
+from tracekit.analysis.nesting import ancestors, parent_rows, rows_of
 from tracekit.analysis.shared import remember
 from tracekit.model import Trace
 
@@ -123,7 +123,7 @@ def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl
     if found is None:
         return None
     row_chain, paths = found
-    at = wanted.join(nested.select("eid", _row=pl.int_range(pl.len(), dtype=I64)), on="eid", how="inner")
+    at = wanted.with_columns(_row=rows_of(nested, wanted["eid"])).filter(pl.col("_row") >= 0)
     return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
 
 
@@ -133,8 +133,8 @@ def _chain_paths(nested: pl.DataFrame, sep: str) -> tuple[pl.Series, pl.Series] 
     if rows is None or nested["name"].null_count() or int(nested["depth"].max() or 0) >= 256:
         return None
     codes = nested.select(pl.col("name").rank("dense").cast(I64)).to_series()
-    found = native.slices.chains((rows.rechunk().__arrow_c_stream__(), codes.rechunk().__arrow_c_stream__()))
-    row_chain, chain_parent, chain_code = (pl.Series(native.Stream(c)) for c in found)
+    row_chain, chain_parent, chain_code = map(native.series, native.slices.chains((native.arrow(rows),
+                                                                                   native.arrow(codes))))
     name_of = dict(pl.DataFrame({"code": codes, "name": nested["name"]}).unique("code").iter_rows())
     texts: list[str] = []
     for parent, code in zip(chain_parent.to_list(), chain_code.to_list()):  # parents come first

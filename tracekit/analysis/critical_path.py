@@ -29,6 +29,7 @@ from tracekit import format as fmt
 from tracekit.analysis import native
 from tracekit.analysis.graph import CLASSES, DepGraph, build_graph
 from tracekit.analysis.links import gpu_links
+from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
@@ -208,33 +209,27 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
     module = pl.col("name").str.contains(MODULE) | (
         (pl.col("role") == "python") & ~pl.col("name").str.contains(STEP_NAME)
         & ~pl.col("name").str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
-    info = slices.select("eid", "name", "parent_eid", hit=module.fill_null(False),
-                         go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),
-                         op=(pl.col("role") == "op").fill_null(False)).with_row_index("_i")
-    rows = info.select("eid", _i=pl.col("_i").cast(I64))
-    parent = info.join(rows.rename({"eid": "parent_eid", "_i": "_p"}), on="parent_eid", how="left",
-                       maintain_order="left")["_p"].fill_null(-1)
+    info = slices.select(hit=module.fill_null(False), go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),
+                         op=(pl.col("role") == "op").fill_null(False))
+    parent = rows_of(slices, slices["parent_eid"])
     hit, go, op = info["hit"], info["go"], info["op"]
-    at = host.join(rows, on="eid", how="left", maintain_order="left")["_i"].fill_null(-1)
-    names = info["name"]
+    at = rows_of(slices, host["eid"])
     if native.enabled() and parent.len() == info.height:  # one C walk per host slice (`climb`)
-        tree = tuple(c.cast(I64).rechunk().__arrow_c_stream__() for c in (parent, hit, go, op))
-        found = native.slices.climb(tree, at.rechunk().__arrow_c_stream__(), max_depth)
-        mod, top = (pl.Series(native.Stream(c)) for c in found)
-        out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)),
-                                              _o=names.gather(top.set(top < 0, None)))
-        return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
-    live = pl.int_range(at.len(), dtype=I64, eager=True).filter(at >= 0)
-    at = at.filter(at >= 0)
-    mod, top = pl.repeat(-1, host.height, dtype=I64, eager=True), pl.repeat(-1, host.height, dtype=I64, eager=True)
-    for _ in range(max_depth):
-        if live.is_empty():
-            break
-        is_op, is_hit, up = op.gather(at), hit.gather(at), go.gather(at)
-        top.scatter(live.filter(is_op), at.filter(is_op))  # the last op met on the way up is the outermost
-        mod.scatter(live.filter(is_hit), at.filter(is_hit))
-        live, at = live.filter(up), parent.gather(at.filter(up))
-        live, at = live.filter(at >= 0), at.filter(at >= 0)
+        mod, top = map(native.series, native.slices.climb(tuple(map(native.arrow, (parent, hit, go, op))),
+                                                          native.arrow(at), max_depth))
+    else:
+        live = pl.int_range(at.len(), dtype=I64, eager=True).filter(at >= 0)
+        at = at.filter(at >= 0)
+        mod, top = pl.repeat(-1, host.height, dtype=I64, eager=True), pl.repeat(-1, host.height, dtype=I64, eager=True)
+        for _ in range(max_depth):
+            if live.is_empty():
+                break
+            is_op, is_hit, up = op.gather(at), hit.gather(at), go.gather(at)
+            top.scatter(live.filter(is_op), at.filter(is_op))  # the last op met on the way up is the outermost
+            mod.scatter(live.filter(is_hit), at.filter(is_hit))
+            live, at = live.filter(up), parent.gather(at.filter(up))
+            live, at = live.filter(at >= 0), at.filter(at >= 0)
+    names = slices["name"]
     out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)), _o=names.gather(top.set(top < 0, None)))
     return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
 

@@ -320,9 +320,8 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
     out = nested.select("eid", "role", "name", "parent_eid")
     rows = parent_rows(out) if native.enabled() else None
     if rows is not None:  # one C walk up from the callers (`flag_up`)
-        called = out.select(pl.col("eid").is_in(callers["eid"].implode()).cast(I64)).to_series()
-        up = pl.Series(native.Stream(native.slices.flag_up(
-            (rows.rechunk().__arrow_c_stream__(), called.rechunk().__arrow_c_stream__()), 256))) != 0
+        called = out.select(pl.col("eid").is_in(callers["eid"].implode())).to_series()
+        up = native.series(native.slices.flag_up((native.arrow(rows), native.arrow(called)), 256)) != 0
         out = out.with_columns(_up=up, _around=up.gather(rows.clip(lower_bound=0)) & (rows >= 0))
     else:
         parent = nested.select("eid", "parent_eid").filter(pl.col("parent_eid").is_not_null())

@@ -275,11 +275,9 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     rows = rows.with_columns(_g=group.head(rows.height)).sort(
         ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
-    def capsules(*columns: pl.Series) -> tuple[object, ...]:
-        return tuple(c.cast(I64).rechunk().__arrow_c_stream__() for c in columns)
-
-    found = native.slices.innermost(capsules(rows["_g"], rows[start], rows[end]), capsules(pts["_g"], pts["_t"]))
-    pick = pl.Series("_i", native.Stream(found))
+    found = native.slices.innermost(tuple(native.arrow(rows[c]) for c in ("_g", start, end)),
+                                    (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
+    pick = native.series(found, "_i")
     found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
     picked = rows.select(cols).gather(found["_i"])
     taken = points.gather(found["_pt"])

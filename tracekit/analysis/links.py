@@ -15,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.nesting import parent_rows, with_parents
+from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import remember
 from tracekit.model import GPU_WORK_CATS, Trace
 
@@ -77,12 +77,10 @@ def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 6
     cand = left.join_asof(right, on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
     rows = parent_rows(ops) if native.enabled() and not ops["end_ns"].null_count() else None
     if rows is not None:  # one C walk up per call (`up_until`); a call without an end is in no op
-        at = cand.filter(pl.col("end_ns").is_not_null()).join(ops.select(_cand="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64)), on="_cand", how="left",
-                       maintain_order="left")
-        tree = (rows.rechunk().__arrow_c_stream__(), ops["end_ns"].cast(pl.Int64).rechunk().__arrow_c_stream__())
-        hit = native.slices.up_until(tree, at["_row"].fill_null(-1).rechunk().__arrow_c_stream__(),
-                                     at["end_ns"].cast(pl.Int64).rechunk().__arrow_c_stream__(), max_depth)
-        found = at.select("eid", _r=pl.Series(native.Stream(hit))).filter(pl.col("_r") >= 0)
+        at = cand.filter(pl.col("end_ns").is_not_null())
+        hit = native.slices.up_until((native.arrow(rows), native.arrow(ops["end_ns"])),
+                                     native.arrow(rows_of(ops, at["_cand"])), native.arrow(at["end_ns"]), max_depth)
+        found = at.select("eid", _r=native.series(hit)).filter(pl.col("_r") >= 0)
         return found.select("eid", _c_eid=ops["eid"].gather(found["_r"]))
     spans = ops.select(pl.col("eid").alias("_cand"), pl.col("end_ns").alias("_cend"), pl.col("parent_eid").alias("_up"))
     found = []

@@ -3,13 +3,15 @@ compiler is there; every one has a Polars or Python reference that runs without 
 
 `enabled()` says whether they are built and not turned off (`TRACEKIT_NATIVE=0` in the
 environment, which also turns off the loader's native scanner). Columns cross into C as
-Arrow C streams (`Series.__arrow_c_stream__`, no copies) and come back the same way:
-`Stream` hands a capsule the C code made to `pl.Series`.
+Arrow C streams (`Series.__arrow_c_stream__`, no copies; `arrow`) and come back the same
+way (`series`).
 """
 
 from __future__ import annotations
 
 import os
+
+import polars as pl
 
 try:
     from tracekit.analysis import _paths as paths
@@ -23,8 +25,18 @@ def enabled() -> bool:
     return paths is not None and slices is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
 
 
-class Stream:
-    """A column made in C, handed to Polars through the Arrow PyCapsule interface."""
+def arrow(column: pl.Series) -> object:
+    """`column` as the C passes read it: Int64 in one chunk, as an Arrow C stream capsule."""
+    return column.cast(pl.Int64).rechunk().__arrow_c_stream__()
+
+
+def series(capsule: object, name: str = "") -> pl.Series:
+    """A column the C passes made (an Arrow C stream capsule) as a Series."""
+    return pl.Series(name, _Stream(capsule))
+
+
+class _Stream:
+    """A capsule made in C, handed to Polars through the Arrow PyCapsule interface."""
 
     def __init__(self, capsule: object) -> None:
         self._capsule = capsule

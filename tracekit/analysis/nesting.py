@@ -40,15 +40,22 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     return out if in_order else out.sort("ts_ns", "eid")
 
 
+def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
+    """The row of each of `eids` in `frame` (by its `eid` column), -1 where absent: one
+    entry per eid in their order, as long as the frame's eids are unique."""
+    rows = frame.select(_key="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64))
+    found = eids.rename("_key").to_frame().join(rows, on="_key", how="left", maintain_order="left")
+    return found["_row"].fill_null(-1)
+
+
 def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
     """The row of each row's parent (`parent_eid`) in `nested`, -1 for none: the tree as row
     positions for the C walks (once per frame inside `shared.sharing()`). None when an eid
     repeats (the walks need one row per eid)."""
 
     def compute() -> pl.Series | None:
-        rows = nested.select(parent_eid="eid", _p=pl.int_range(pl.len(), dtype=pl.Int64))
-        found = nested.select("parent_eid").join(rows, on="parent_eid", how="left", maintain_order="left")
-        return found["_p"].fill_null(-1) if found.height == nested.height else None
+        found = rows_of(nested, nested["parent_eid"])
+        return found if found.len() == nested.height else None
 
     return remember("parent_rows", (nested,), compute)
 
@@ -64,10 +71,9 @@ def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
                           pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")).sort(
         ["_g", "ts_ns", "dur_ns", "eid"], descending=[False, False, True, False])
     perm = ordered["_row"]
-    depth, parent = native.slices.nest(*(ordered[c].rechunk().__arrow_c_stream__() for c in _NATIVE_COLS))
+    depth, parent = native.slices.nest(*(native.arrow(ordered[c]) for c in _NATIVE_COLS))
     back = perm.arg_sort()  # row i of `cols` sits at back[i] in the sorted order
-    return (pl.Series("depth", native.Stream(depth)).gather(back),
-            pl.Series("parent_eid", native.Stream(parent)).gather(back))
+    return native.series(depth, "depth").gather(back), native.series(parent, "parent_eid").gather(back)
 
 
 def _nest(ops: pl.DataFrame) -> pl.DataFrame:
