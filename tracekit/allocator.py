@@ -26,6 +26,7 @@ left alone; `release()` hands glibc's free heap back once a load's text is gone.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -82,6 +83,7 @@ def _glibc(function: str, *args: int) -> None:
             pass
 
 
+@functools.cache
 def _libc():
     if not sys.platform.startswith("linux"):
         return None

@@ -19,6 +19,7 @@ import polars as pl
 from tracekit import allocator
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
+from tracekit.loader.columns import ENGINE
 from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
 from tracekit.loader.meta import name_metadata, top_fields
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
@@ -149,7 +150,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     if truncated_gzip:
         notes.add("truncated_gzip", 1, TRUNCATED_GZIP)
     built = build_frames(frames, notes)
-    processes, threads, conflicts = name_metadata(frames.take("meta").collect())
+    processes, threads, conflicts = name_metadata(frames.take("meta").collect(engine=ENGINE))
     notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata events repeat with a different value; the last one is used")
     skew_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])

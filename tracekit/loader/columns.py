@@ -31,6 +31,10 @@ from tracekit.model import (
 MAX_US = 9_223_372_036_854_775  # largest microsecond value whose nanoseconds fit in Int64
 I64_MAX = 2**63 - 1
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
+# The loader's lazy plans run on Polars' in-memory engine. The default ("auto") picks the
+# streaming engine in Polars 2, whose start-up costs more than these plans' work: on the
+# 54 MB trace a load peaked 7-14 MB higher and took as long or longer (benchmarks/ab.py).
+ENGINE = "in-memory"
 _NO_ARGS = NO_ARGS.decode()
 IGNORED_PHASES = ("P", "O", "N", "D", "c", "(", ")")
 STAT_CODES = ("missing_ts", "missing_duration", "negative_duration", "zero_duration", "bad_flow_id",
@@ -288,7 +292,8 @@ def empty_part(key: str) -> pl.DataFrame:
     from tracekit.loader.batch import _columns
 
     dicts: dict[str, Any] = {"cat": [], "ph": []}
-    frame = group_frame(key, ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0), dicts).collect()
+    columns = ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0)
+    frame = group_frame(key, columns, dicts).collect(engine=ENGINE)
     # an empty group has no rows to show which way its integers came: give them their final types
     return frame.with_columns([pl.col(c).cast(t) for c, t in (("pid", STR), ("tid", STR), ("id", STR),
                                                                ("ts_ns", I64), ("dur_ns", I64)) if c in frame.columns])
@@ -329,7 +334,7 @@ def chunk_parts(batch: Batch) -> Parts:
     if order:
         plans["order"] = pl.concat(order).sort("eid")  # file order: the chunks' parts then need no sort
     names = list(plans)
-    results = pl.collect_all([*plans.values(), *stat_frames])
+    results = pl.collect_all([*plans.values(), *stat_frames], engine=ENGINE)
     frames = dict(zip(names, results[: len(names)]))
     stats: dict[str, tuple[int, int | None]] = {code: (0, None) for code in STAT_CODES}
     for code, (n, first) in batch.get("counts", {}).items():  # found while decoding

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader.chrome import pair_spans
-from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame, thread_key
+from tracekit.loader.columns import EMPTY_SCHEMAS, ENGINE, Parts, empty_part, slices_by_frame, thread_key
 from tracekit.loader.events import decode_any
 from tracekit.model import COUNTERS_SCHEMA, SCHEMAS
 
@@ -120,7 +120,7 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     """
     for code in ("missing_ts", "missing_duration", "negative_duration", "zero_duration"):
         frames.note_stat(notes, code)
-    paired = _pairs(frames.take("pairs").collect(), notes)
+    paired = _pairs(frames.take("pairs").collect(engine=ENGINE), notes)
     extra: dict[str, list[pl.LazyFrame]] = {"ops": [], "runtime": [], "gpu": [], "order": []}
     if paired is not None:
         for name, lf in slices_by_frame(paired.lazy()).items():
@@ -132,15 +132,15 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     order = frames.take("order")  # in file order already: each chunk's part is, and the chunks follow each other
     if extra["order"]:
         order = pl.concat([order, *extra["order"]], how="vertical").sort("eid")
-    order = order.collect()
+    order = order.collect(engine=ENGINE)
     _order_notes(order, notes)
     del order
     done: dict[str, pl.DataFrame] = {}
     for name in ("ops", "runtime", "gpu", "flows", "instants", "memory"):
         ordered = not extra.get(name) and frames.in_file_order(name)
         lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
-        done[name] = _sorted(lf, name, in_file_order=ordered).collect()
-    done["counters"] = counters_frame(frames.take("counters").collect())
+        done[name] = _sorted(lf, name, in_file_order=ordered).collect(engine=ENGINE)
+    done["counters"] = counters_frame(frames.take("counters").collect(engine=ENGINE))
     return {name: done[name] for name in SCHEMAS if name != "warnings"}
 
 
@@ -204,7 +204,7 @@ def skew_note(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
         gpu.lazy().filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])).select("eid", "ts_ns", "correlation")
         .join(launches, on="correlation", how="inner")
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
-        .collect()
+        .collect(engine=ENGINE)
     )
     notes.rows_of("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
 

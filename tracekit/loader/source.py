@@ -36,7 +36,7 @@ def _default_max_bytes() -> int:
 
 
 DEFAULT_MAX_BYTES = _default_max_bytes()  # decompressed size refused past this (gzip bomb guard)
-_CHUNK = 8 * 1024 * 1024
+GZIP_READ_BYTES = 128 * 1024  # compressed bytes read at a time (see Stream._inflate)
 PIECE_BYTES = 1024 * 1024  # decompressed piece size handed to the scanner
 READ_AHEAD = 6  # pieces the reading thread may hold ready (a chunk and a half)
 
@@ -140,7 +140,7 @@ class Stream:
         d = _inflate.decompressobj(wbits=31)
         fed = False  # has the current gzip member received any input?
         limit = self.max_bytes
-        while chunk := self._fh.read(_CHUNK // 4):
+        while chunk := self._fh.read(GZIP_READ_BYTES):
             while chunk:
                 fed = True
                 try:
