@@ -123,6 +123,27 @@ def test_window_errors(tmp_path):
     assert resolve_window(trace, "all") == ("whole trace", None, None)
 
 
+def test_closed_vocabularies_are_enums(tmp_path):
+    """`cls` and `edge` of the path, and `kind`, `cls` and `role` of the graph, are Enums with
+    fixed categories: paths of two traces concatenate, and the values read as strings."""
+    from tracekit.analysis.critical_path import EDGE
+    from tracekit.analysis.graph import CLASS, CLASSES, KIND, ROLE
+
+    cp = critical_path(gpu_bound().load(tmp_path))
+    assert cp.segments.schema["cls"] == CLASS == pl.Enum(CLASSES)
+    assert cp.segments.schema["edge"] == EDGE
+    assert list(EDGE.categories) == ["cpu", "gpu", "stream", "launch", "cross_stream", "sync", "window"]
+    dep = cp.graph
+    assert (dep.edges.schema["kind"], dep.edges.schema["cls"]) == (KIND, CLASS)
+    assert (dep.segments.schema["cls"], dep.segments.schema["role"]) == (CLASS, ROLE)
+    other = critical_path(launch_bound().load(tmp_path, "other.json.gz"))
+    both = pl.concat([cp.segments, other.segments])
+    assert both.height == cp.segments.height + other.segments.height
+    assert both.filter(pl.col("cls") == "launch_overhead")["dur_ns"].sum() == (
+        _ns(cp, "launch_overhead") + _ns(other, "launch_overhead"))
+    assert cp.segments["edge"].to_list()[:3] == ["cpu", "cpu", "launch"]
+
+
 def test_to_dict(tmp_path):
     d = critical_path(gpu_bound().load(tmp_path)).to_dict()
     assert d["verdict"] == "gpu-bound" and d["segment_count"] == len(d["segments"])

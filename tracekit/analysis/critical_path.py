@@ -27,7 +27,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis import native
-from tracekit.analysis.graph import CLASSES, DepGraph, build_graph
+from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, DepGraph, build_graph
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.taxonomy import classify_names
@@ -47,9 +47,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "idle": ("idle",),
 }
 MODULE = r"^nn\.Module: |^## .* ##$"
+EDGE = pl.Enum((*EDGE_KINDS, "window"))  # what put a segment on the path ("window": before or after it)
 PATH_SCHEMA: dict[str, pl.DataType] = {
-    "start_ns": I64, "end_ns": I64, "dur_ns": I64, "cls": STR, "name": STR, "eid": I64, "context": STR,
-    "lane": STR, "edge": STR, "weight_ns": I64, "inferred": BOOL, "src_eid": I64,
+    "start_ns": I64, "end_ns": I64, "dur_ns": I64, "cls": CLASS, "name": STR, "eid": I64, "context": STR,
+    "lane": STR, "edge": EDGE, "weight_ns": I64, "inferred": BOOL, "src_eid": I64,
 }
 CLASS_SCHEMA: dict[str, pl.DataType] = {"cls": STR, "ns": I64, "share": F64}
 
@@ -164,13 +165,13 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
                                                    anchors.search_sorted(chains["src"], side="right")))
     runs = runs.select("_k", "_row").explode("_row").drop_nulls("_row")  # (an edge without pieces: none)
     cpu = pl.concat([runs.select("_k"), dep.segments.select(cols).gather(runs["_row"])], how="horizontal").with_columns(
-        edge=pl.lit("cpu"), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
+        edge=pl.lit("cpu", EDGE), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
     other = on_path.filter(pl.col("kind") != "cpu").select(
-        "_k", *cols, edge="kind", inferred="inferred", src_eid="src_eid")
+        "_k", *cols, edge=pl.col("kind").cast(EDGE), inferred="inferred", src_eid="src_eid")
     segs = pl.concat([cpu, other.cast(cpu.schema)]).sort("_k", maintain_order=True).drop("_k")
     first = segs["start_ns"][0] if segs.height else dep.end_ns
     last = segs["end_ns"][-1] if segs.height else dep.end_ns
-    window = {"cls": pl.lit("idle"), "name": pl.lit("outside the path"), "edge": pl.lit("window"),
+    window = {"cls": pl.lit("idle", CLASS), "name": pl.lit("outside the path"), "edge": pl.lit("window", EDGE),
               "weight_ns": pl.lit(0, I64), "inferred": pl.lit(False)}
     before = pl.DataFrame({"start_ns": [dep.start_ns], "end_ns": [first]}, schema={"start_ns": I64, "end_ns": I64})
     after = pl.DataFrame({"start_ns": [last], "end_ns": [dep.end_ns]}, schema={"start_ns": I64, "end_ns": I64})
@@ -237,11 +238,11 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
 def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -> CriticalPath:
     window_ns = dep.window_ns
     per = segs.group_by("cls").agg(ns=pl.col("dur_ns").sum())
-    by_class = pl.DataFrame({"cls": list(CLASSES)}).join(per, on="cls", how="left").with_columns(
+    by_class = pl.DataFrame({"cls": list(CLASSES)}, schema={"cls": CLASS}).join(per, on="cls", how="left").with_columns(
         pl.col("ns").fill_null(0)).with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
     by_class = by_class.cast(CLASS_SCHEMA)
     shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
-    by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
+    by_context = (segs.group_by(pl.col("cls").cast(STR), "context").agg(ns=pl.col("dur_ns").sum())
                   .with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
                   .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)

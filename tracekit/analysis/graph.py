@@ -68,6 +68,11 @@ I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 CLASSES = ("cpu_compute", "python_overhead", "launch_overhead", "gpu_compute", "gpu_memory",
            "communication", "sync_wait", "idle")
 EDGE_KINDS = ("cpu", "gpu", "stream", "launch", "cross_stream", "sync")
+ROLES = ("op", "python", "runtime")
+# closed vocabularies as Enums: one byte a row where a string takes a 16-byte view
+CLASS = pl.Enum(CLASSES)
+KIND = pl.Enum(EDGE_KINDS)
+ROLE = pl.Enum(ROLES)
 EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
 DEFAULT_SYNC_TOLERANCE_NS = 20_000
 DEFAULT_MIN_BLOCKING_NS = 10_000
@@ -76,17 +81,17 @@ _GPU_CLASS = {"compute": "gpu_compute", "memory": "gpu_memory", "communication":
 _NOT_CPU = ["trace", "overhead", "gpu_user_annotation"]
 
 EDGE_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "dst": I64, "kind": STR, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
-    "cls": STR, "eid": I64, "name": STR, "lane": STR, "inferred": BOOL, "src_eid": I64,
+    "src": I64, "dst": I64, "kind": KIND, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
+    "cls": CLASS, "eid": I64, "name": STR, "lane": STR, "inferred": BOOL, "src_eid": I64,
 }
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "lane": STR, "start_ns": I64, "end_ns": I64, "cls": STR, "weight_ns": I64,
-    "eid": I64, "name": STR, "role": STR,
+    "src": I64, "lane": STR, "start_ns": I64, "end_ns": I64, "cls": CLASS, "weight_ns": I64,
+    "eid": I64, "name": STR, "role": ROLE,
 }
 SYNC_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "gpu_eid": I64, "tail_ns": I64, "inferred": BOOL, "source": STR}
 _WORK_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64, "name": STR, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
-    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": STR, "launch_tid": STR, "cls": STR,
+    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": STR, "launch_tid": STR, "cls": CLASS,
 }
 
 
@@ -222,8 +227,8 @@ def _cpu_slices(trace: Trace) -> pl.DataFrame:
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
     ops = trace.ops.filter(~cat.is_in(_NOT_CPU) & (pl.col("dur_ns") > 0)).select(
         "eid", "name", "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
-        role=pl.when(python).then(pl.lit("python")).otherwise(pl.lit("op")))
-    rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime"))
+        role=pl.when(python).then(pl.lit("python", ROLE)).otherwise(pl.lit("op", ROLE)))
+    rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime", ROLE))
     return pl.concat([ops, rt.cast(ops.schema)]).sort("ts_ns", "eid")
 
 
@@ -231,7 +236,7 @@ def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """GPU work rows with launch info and class (gpu_compute | gpu_memory | communication)."""
     if links.is_empty():
         return pl.DataFrame(schema=_WORK_SCHEMA)
-    cls = work_class(pl.col("cat"), pl.col("name")).replace_strict(_GPU_CLASS, return_dtype=STR)
+    cls = work_class(pl.col("cat"), pl.col("name")).replace_strict(_GPU_CLASS, return_dtype=CLASS)
     return links.filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
         "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",
@@ -296,11 +301,11 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
                                                          maintain_order="left")
     length = pl.col("_next") - pl.col("t")
     hostless = pl.col("role").is_null() | (pl.col("role") == "python")
-    cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle"))
-           .when(hostless).then(pl.lit("python_overhead"))
-           .when(pl.col("block_ns").is_not_null()).then(pl.lit("sync_wait"))
-           .when(pl.col("launches")).then(pl.lit("launch_overhead"))
-           .otherwise(pl.lit("cpu_compute")))
+    cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle", CLASS))
+           .when(hostless).then(pl.lit("python_overhead", CLASS))
+           .when(pl.col("block_ns").is_not_null()).then(pl.lit("sync_wait", CLASS))
+           .when(pl.col("launches")).then(pl.lit("launch_overhead", CLASS))
+           .otherwise(pl.lit("cpu_compute", CLASS)))
     seg = seg.with_columns(cls=cls).with_columns(
         weight_ns=pl.when(pl.col("cls") == "idle").then(0)
         .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
@@ -349,8 +354,8 @@ def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     pairs = anchors.sort("node").with_columns(
         dst=pl.when(same).then(pl.col("node").shift(-1)), _end=pl.when(same).then(pl.col("t").shift(-1)))
     pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left")
-    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu"), weight_ns=pl.col("weight_ns").fill_null(0),
-                        start_ns="t", end_ns="_end", cls=pl.lit(None, STR), eid=pl.lit(None, I64),
+    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns=pl.col("weight_ns").fill_null(0),
+                        start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
                         name=pl.lit(None, STR), lane="lane", inferred=pl.lit(False), src_eid=pl.lit(None, I64))
 
 
@@ -358,14 +363,14 @@ def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
 
 def _gpu_edges(work: pl.DataFrame) -> pl.DataFrame:
     lane = pl.format("gpu:{}:{}", "device", "stream")
-    own = work.select(src="s_node", dst="e_node", kind=pl.lit("gpu"), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
+    own = work.select(src="s_node", dst="e_node", kind=pl.lit("gpu", KIND), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
                       start_ns="ts_ns", end_ns="end_ns", cls="cls", eid="eid", name="name", lane=lane,
                       inferred=pl.lit(False), src_eid="eid")
     same = (pl.col("device") == pl.col("device").shift(-1)) & (pl.col("stream") == pl.col("stream").shift(-1))
     nxt = work.with_columns(_dst=pl.col("s_node").shift(-1), _t=pl.col("ts_ns").shift(-1),
                             _eid=pl.col("eid").shift(-1), _name=pl.col("name").shift(-1)).filter(same)
-    order = nxt.select(src="e_node", dst="_dst", kind=pl.lit("stream"), weight_ns=pl.lit(0, I64), start_ns="end_ns",
-                       end_ns="_t", cls=pl.lit("idle"), eid="_eid", name="_name", lane=lane, inferred=pl.lit(False),
+    order = nxt.select(src="e_node", dst="_dst", kind=pl.lit("stream", KIND), weight_ns=pl.lit(0, I64), start_ns="end_ns",
+                       end_ns="_t", cls=pl.lit("idle", CLASS), eid="_eid", name="_name", lane=lane, inferred=pl.lit(False),
                        src_eid="eid")
     return pl.concat([own, order])
 
@@ -373,8 +378,8 @@ def _gpu_edges(work: pl.DataFrame) -> pl.DataFrame:
 def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     starts = points.filter("opening").select(launch_eid="eid", src="node", _t="t")
     rows = work.join(starts, on="launch_eid", how="inner")
-    return rows.select("src", dst="s_node", kind=pl.lit("launch"), weight_ns=pl.lit(0, I64), start_ns="_t",
-                       end_ns="ts_ns", cls=pl.lit("launch_overhead"), eid="eid", name="name",
+    return rows.select("src", dst="s_node", kind=pl.lit("launch", KIND), weight_ns=pl.lit(0, I64), start_ns="_t",
+                       end_ns="ts_ns", cls=pl.lit("launch_overhead", CLASS), eid="eid", name="name",
                        lane=pl.format("gpu:{}:{}", "device", "stream"), inferred=pl.lit(False), src_eid="launch_eid")
 
 
@@ -383,8 +388,8 @@ def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, s
     rows = syncs.filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid").join(
         work.select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid").join(
         slices.select("eid", "name"), on="eid", how="left")
-    return rows.select("src", "dst", kind=pl.lit("sync"), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
-                       cls=pl.lit("sync_wait"), eid="eid", name="name", lane="lane", inferred="inferred",
+    return rows.select("src", "dst", kind=pl.lit("sync", KIND), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
+                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane="lane", inferred="inferred",
                        src_eid="gpu_eid")
 
 
@@ -474,8 +479,8 @@ def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -
     guessed = _guessed_waits(calls.filter(pl.col("on_stream").is_null()), rt, launched)
     both = pl.concat([dst.cast(guessed.schema), guessed]).filter(
         pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("s_t") <= pl.col("d_t")))
-    return both.select("src", "dst", kind=pl.lit("cross_stream"), weight_ns=pl.lit(0, I64), start_ns="s_t",
-                       end_ns="d_t", cls=pl.lit("idle"), eid="d_eid", name="d_name",
+    return both.select("src", "dst", kind=pl.lit("cross_stream", KIND), weight_ns=pl.lit(0, I64), start_ns="s_t",
+                       end_ns="d_t", cls=pl.lit("idle", CLASS), eid="d_eid", name="d_name",
                        lane=pl.format("gpu:{}:{}", "d_device", "d_stream"), inferred="inferred",
                        src_eid="s_eid").cast(EDGE_SCHEMA)
 
