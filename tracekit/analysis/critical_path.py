@@ -265,7 +265,7 @@ def _verdict(shares: dict[str, float], *, has_gpu: bool, window_ns: int) -> tupl
 
 
 def _top(segs: pl.DataFrame, classes: tuple[str, ...], col: str = "context") -> str:
-    rows = (segs.filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
+    rows = (segs.select("cls", col, "dur_ns").filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
             .group_by(col).agg(ns=pl.col("dur_ns").sum()).sort(["ns", col], descending=[True, False]))
     return rows[col][0] if rows.height else "(unknown)"
 
@@ -278,7 +278,7 @@ def _sentence(verdict: str, share: float, shares: dict[str, float], segs: pl.Dat
         return (f"no GPU work in this window: the critical path is host-only (CPU ops {fmt.pct(shares['cpu_compute'], 0)}, "
                 f"Python and calls {fmt.pct(shares['python_overhead'] + shares['launch_overhead'], 0)})")
     if verdict == "gpu-bound":
-        gpu = segs.filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
+        gpu = segs.select("cls", "name", "dur_ns").filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
         classes = classify_names(gpu["name"]).select("name", "kernel_class")
         kinds = gpu.join(classes, on="name", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
         lead = _top(kinds, GROUPS[verdict], "kernel_class")
