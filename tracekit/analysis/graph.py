@@ -106,7 +106,7 @@ class DepGraph:
     edges: pl.DataFrame  # EDGE_SCHEMA: every graph edge (cpu edges are chains of segments)
     segments: pl.DataFrame  # SEGMENT_SCHEMA: the CPU pieces; `src` = the cpu edge they make up
     syncs: pl.DataFrame  # SYNC_SCHEMA: blocking calls and the GPU work each waited for
-    slices: pl.DataFrame  # the CPU slices in the window: eid, name, role, pid, tid, depth, parent_eid
+    slices: pl.DataFrame  # the CPU slices in the window, as a tree: eid, name, role, parent_eid
     start_ns: int  # the window
     end_ns: int
     edge_counts: dict[str, int] = field(default_factory=dict)
@@ -186,7 +186,7 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     edges = edges.filter("_ok").drop("_ok")
     inferred = edges.filter(pl.col("inferred"))
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
-    kept = nested.select("eid", "name", "role", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid")
+    kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
     return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
                     edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=inferred.height,
                     dropped_edges=dropped, order=order,
