@@ -140,6 +140,31 @@ def test_begin_end_pairs_instants_counters_async(tmp_path):
     assert t.meta.format == "chrome"
 
 
+def test_loader_plans_run_on_the_in_memory_engine(tmp_path, monkeypatch):
+    """Every lazy plan of a load (chunk parts, pairing, sorts, notes) names Polars' in-memory
+    engine: the default picks the streaming one, slower to start and larger at these sizes."""
+    engines: list[str] = []
+    collect, collect_all = pl.LazyFrame.collect, pl.collect_all
+
+    def spy(self, *args, **kwargs):
+        engines.append(kwargs.get("engine", "auto"))
+        return collect(self, *args, **kwargs)
+
+    def spy_all(frames, *args, **kwargs):
+        engines.append(kwargs.get("engine", "auto"))
+        return collect_all(frames, *args, **kwargs)
+
+    monkeypatch.setattr(pl.LazyFrame, "collect", spy)
+    monkeypatch.setattr(pl, "collect_all", spy_all)
+    events = [{"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0}, {"ph": "E", "pid": 1, "tid": 1, "ts": 9},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+               "args": {"correlation": 5, "device": 0, "stream": 7}},
+              {"ph": "C", "name": "mem", "pid": 1, "ts": 4, "args": {"heap": 10}}]
+    t = tracekit.load(write(tmp_path, json.dumps({"traceEvents": events})))
+    assert t.ops["name"].to_list() == ["outer"] and t.gpu["name"].to_list() == ["k"]
+    assert len(engines) >= 5 and set(engines) == {"in-memory"}
+
+
 def test_mixed_pid_tid_zero_missing_durations(tmp_path):
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": "Spans", "tid": "", "ts": 1, "dur": 0},
