@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis import intervals, native
-from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.nesting import rows_of, with_parents
 
 needs_c = pytest.mark.skipif(native.slices is None, reason="the C pass is not built (no C compiler at install)")
 SCHEMA = {"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64}
@@ -324,3 +324,46 @@ def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
     got, reference = _with_and_without_c(monkeypatch, lambda: op_paths(nested, links["op_eid"]))
     assert got.height > 1000 and got["op_path"].str.contains(" > ").any()
     assert got.sort("eid").equals(reference.sort("eid"))
+
+
+# -- eid -> row lookup (nesting.rows_of) -------------------------------------------------------
+
+def _rows_of(keys: list[int | None], queries: list[int | None], monkeypatch) -> tuple[list[int], list[int]]:
+    frame = pl.DataFrame({"eid": keys}, schema={"eid": pl.Int64})
+    series = pl.Series(queries, dtype=pl.Int64)
+    got, reference = _with_and_without_c(monkeypatch, lambda: rows_of(frame, series))
+    return got.to_list(), reference.to_list()
+
+
+def test_rows_of_hand_computed(monkeypatch):
+    # keys 7, 3, 9 at rows 0, 1, 2; 5 and 10 are absent, null is absent, -2**63 is far below
+    got, reference = _rows_of([7, 3, 9], [9, 3, None, 5, 7, 10, -(2**63), 2**63 - 1], monkeypatch)
+    assert got == reference == [2, 1, -1, -1, 0, -1, -1, -1]
+
+
+@needs_c
+def test_rows_of_table_and_its_fallbacks(monkeypatch):
+    """The C table serves dense unique keys; sparse, repeated or null keys take the join."""
+    keys = pl.Series([5, 6, 8], dtype=pl.Int64)
+    found = native.slices.rows(native.arrow(keys), native.arrow(pl.Series([8, 4, 9, 5], dtype=pl.Int64)), 5, 4)
+    assert native.series(found).to_list() == [2, -1, -1, 0]
+    assert native.slices.rows(native.arrow(pl.Series([5, 5], dtype=pl.Int64)), native.arrow(keys), 5, 1) is None
+    with pytest.raises(ValueError, match="outside the span"):
+        native.slices.rows(native.arrow(keys), native.arrow(keys), 5, 3)
+    calls = []
+    real = native.slices.rows
+    monkeypatch.setattr(native.slices, "rows", lambda *a: calls.append(1) or real(*a))
+    assert _rows_of([1, 2, 2], [2, 1], monkeypatch)[0] == [1, 2, 0]  # one row per match, as the join gives
+    assert _rows_of([0, 10**9], [10**9], monkeypatch)[0] == [1]  # sparse: no table of a billion slots
+    assert _rows_of([None, 4], [4], monkeypatch)[0] == [1]
+    assert len(calls) == 1  # only the repeated keys reached C (and gave it back)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-50, 50), unique=True, max_size=40),
+       st.lists(st.one_of(st.none(), st.integers(-60, 60)), max_size=60))
+def test_rows_of_table_matches_the_join(keys, queries):
+    frame = pl.DataFrame({"eid": keys}, schema={"eid": pl.Int64})
+    series = pl.Series(queries, dtype=pl.Int64)
+    got = rows_of(frame, series).to_list()
+    assert got == [keys.index(q) if q in keys else -1 for q in queries]

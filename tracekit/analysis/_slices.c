@@ -22,6 +22,10 @@
  * bottom to top; a point pops the slices that ended by it (later points come no earlier)
  * and takes the top. Linear in slices plus points.
  *
+ * rows. Input: keys (unique Int64) and queries. Output per query: the row of the key equal
+ * to it, or -1; a table indexed by key value (`nesting.rows_of`, where the keys are event
+ * ids: dense), with the hash join as the reference.
+ *
  * Columns cross as Arrow C streams (the PyCapsule interface Polars speaks), without
  * copies on the way in; the outputs are new Arrow arrays that Polars takes over.
  */
@@ -646,7 +650,73 @@ done:
     return result;
 }
 
+/* rows(keys, queries, low, span) -> the row of each query in `keys`, -1 where absent; None
+ * when a key repeats. A table of `span` slots, one per value from `low`, holds each key's row:
+ * the caller picks this when the keys are dense (span a small multiple of their count) and
+ * has given every key a slot (low <= key < low + span); a query outside the span is absent. */
+static PyObject *rows(PyObject *self, PyObject *args) {
+    PyObject *keys_capsule, *queries_capsule;
+    long long low, span;
+    if (!PyArg_ParseTuple(args, "OOLL", &keys_capsule, &queries_capsule, &low, &span)) return NULL;
+    if (span < 1) {
+        PyErr_SetString(PyExc_ValueError, "span must be at least 1");
+        return NULL;
+    }
+    Column keys, queries;
+    if (read_column(keys_capsule, &keys) < 0) return NULL;
+    if (read_column(queries_capsule, &queries) < 0) {
+        drop_column(&keys);
+        return NULL;
+    }
+    int64_t n = queries.length;
+    int64_t *table = malloc((size_t)span * sizeof(int64_t));
+    Output *out = new_output(n, 0);
+    PyObject *result = NULL;
+    int bad = 0, repeated = 0;
+    if (!table || !out) {
+        PyErr_NoMemory();
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < span; i++) table[i] = -1;
+        for (int64_t i = 0; i < keys.length; i++) {
+            /* unsigned difference: no overflow, and a key below `low` lands past the span */
+            uint64_t slot = (uint64_t)keys.values[i] - (uint64_t)low;
+            if (slot >= (uint64_t)span) {
+                bad = 1;
+                break;
+            }
+            if (table[slot] >= 0) {
+                repeated = 1;
+                break;
+            }
+            table[slot] = i;
+        }
+        if (!bad && !repeated) {
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t slot = (uint64_t)queries.values[i] - (uint64_t)low;
+                out->values[i] = slot < (uint64_t)span ? table[slot] : -1;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "a key lies outside the span");
+        } else if (repeated) {
+            result = Py_NewRef(Py_None);
+        } else {
+            result = column_capsule(out);
+            out = NULL;
+        }
+    }
+    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free(table);
+    drop_column(&keys);
+    drop_column(&queries);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"rows", rows, METH_VARARGS,
+     "rows(keys, queries, low, span) -> row of each query in keys, -1 where absent (capsule); None if a key repeats"},
     {"chains", chains, METH_VARARGS,
      "chains((parent_row, code)) -> (chain of each row, parent chain and code of each chain) (capsules)"},
     {"up_until", up_until, METH_VARARGS,

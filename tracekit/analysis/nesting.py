@@ -42,10 +42,35 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
 
 def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
     """The row of each of `eids` in `frame` (by its `eid` column), -1 where absent: one
-    entry per eid in their order, as long as the frame's eids are unique."""
+    entry per eid in their order, as long as the frame's eids are unique.
+
+    A trace's event ids are dense (0 to the event count), so with the C passes the lookup
+    is a table indexed by eid (`_slices.rows`) rather than a hash join; the join stays the
+    reference, and runs when the ids are sparse, null or repeated."""
+    found = _rows_native(frame["eid"], eids) if native.enabled() else None
+    if found is not None:
+        return found
     rows = frame.select(_key="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64))
     found = eids.rename("_key").to_frame().join(rows, on="_key", how="left", maintain_order="left")
     return found["_row"].fill_null(-1)
+
+
+DENSE = 4  # a table of at most this many slots per key (plus `DENSE_SLACK`) is used
+DENSE_SLACK = 1024
+I64_MIN = -(2**63)
+
+
+def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
+    """`rows_of` by table (None: the keys are empty, null, sparse or repeated)."""
+    if keys.is_empty() or keys.null_count():
+        return None
+    low, high = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
+    span = high - low + 1
+    if span > DENSE * keys.len() + DENSE_SLACK or low == I64_MIN:
+        return None
+    queries = eids.cast(pl.Int64).fill_null(low - 1)  # below the table: absent
+    found = native.slices.rows(native.arrow(keys), native.arrow(queries), low, span)
+    return None if found is None else native.series(found).rename("_row")
 
 
 def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
