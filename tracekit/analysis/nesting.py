@@ -21,6 +21,9 @@ from tracekit.analysis.shared import remember
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
+DENSE = 4  # rows_of's table: at most this many slots per key (plus DENSE_SLACK), else the join
+DENSE_SLACK = 1024
+I64_MIN = -(2**63)
 
 
 def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
@@ -53,11 +56,6 @@ def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
     rows = frame.select(_key="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64))
     found = eids.rename("_key").to_frame().join(rows, on="_key", how="left", maintain_order="left")
     return found["_row"].fill_null(-1)
-
-
-DENSE = 4  # a table of at most this many slots per key (plus `DENSE_SLACK`) is used
-DENSE_SLACK = 1024
-I64_MIN = -(2**63)
 
 
 def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
