@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -75,17 +76,49 @@ class Analysis:
     notes: list[str] = field(default_factory=list)  # analyses that could not run, and why
 
 
-def analyse(trace: Trace, *, options: AnalysisOptions | None = None) -> Analysis:
+Progress = Callable[[str, int, int], None]
+
+
+def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: Progress | None = None) -> Analysis:
     """Run every analysis on `trace` (pure: the trace is not modified).
 
     The analyses run inside `shared.sharing()`: the op tree, launch links and kernel
     taxonomy that several of them derive on their own are computed once.
+
+    progress: called as `progress(name, done, total)` as each analysis ends (`name` the one
+    that ended; `done` of `total` steps, the shared links first and the findings last), from
+    the thread that ran it.
     """
     with sharing():
-        return _analyse(trace, options or AnalysisOptions())
+        return _analyse(trace, options or AnalysisOptions(), _Steps(progress))
 
 
-def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
+class _Steps:
+    """Counts the steps that ended and tells `progress` (thread-safe; a no-op without it)."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.total = 0
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def end(self, name: str) -> None:
+        if self.progress is None:
+            return
+        with self._lock:
+            self.done += 1
+            self.progress(name, self.done, self.total)
+
+    def wrap(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
+        return {name: partial(self._run, name, task) for name, task in tasks.items()}
+
+    def _run(self, name: str, task: Callable[[], Any]) -> Any:
+        result = task()
+        self.end(name)
+        return result
+
+
+def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
     ops = cpu_ops(trace)
     calls = launch_ops(trace, ops=ops)
     links = gpu_links(trace, launches=calls)
@@ -113,9 +146,11 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
         tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
         occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
     )
+    steps.total = len(tasks) + 2  # the shared links (done), the tasks, the findings
+    steps.end("links")
     workers = opts.workers or workers_for(trace)
     later = {name: tasks.pop(name) for name in HEAVY} if _frames_bytes(trace) >= PHASED_BYTES else {}
-    done = {**_run_all(tasks, workers=workers), **_run_all(later, workers=workers)}
+    done = {**_run_all(steps.wrap(tasks), workers=workers), **_run_all(steps.wrap(later), workers=workers)}
     path, whatifs = done.pop("critical_path")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
     core = {**done, "launches": launches}
@@ -124,6 +159,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions) -> Analysis:
             "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra,
             "no_launch_overhead": scenarios.get("no_launch_overhead")}
     findings = _optional("findings", trace, opts, notes["findings"], {**shared, "seed": seed})
+    steps.end("findings")
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
                     notes=[n for name in OPTIONAL for n in notes[name]])
 

@@ -6,11 +6,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import click
 
 from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
+from tracekit.cli.progress import Status
 from tracekit.errors import OutputError
 from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
@@ -51,17 +53,32 @@ cache_opt = click.option(
 )
 
 
-def load_trace(path: str, *, cache: bool | None = None) -> Trace:
-    """Load a trace for a command, through the cache unless `--no-cache` (or cache=False)."""
+SHOW_READING_BYTES = 32 * 1024 * 1024  # on a terminal, files this big show how far the reading is
+
+
+def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None) -> Trace:
+    """Load a trace for a command, through the cache unless `--no-cache` (or cache=False).
+
+    The reading shows on `status`; without one, on a status line of its own when stderr is
+    a terminal and the file is big."""
     if cache is None:
         ctx = click.get_current_context(silent=True)
         cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0  # the load reports the problem
     if cache is None:
-        try:
-            cache = os.path.getsize(path) >= CACHE_MIN_BYTES
-        except OSError:
-            cache = False  # the load reports the problem
-    return load(path, cache=cache, max_bytes=max_bytes())
+        cache = size >= CACHE_MIN_BYTES
+    own = status is None and size >= SHOW_READING_BYTES
+    if own:
+        status = Status()
+    try:
+        progress = partial(status.reading, path) if status is not None and status.enabled else None
+        return load(path, cache=cache, max_bytes=max_bytes(), progress=progress)
+    finally:
+        if own and status is not None:
+            status.close()
 
 
 def max_bytes() -> int:

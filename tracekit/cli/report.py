@@ -6,7 +6,9 @@ import sys
 
 import click
 
+from tracekit.analyse import analyse
 from tracekit.cli.common import format_from, load_trace, trace_arg, write_output
+from tracekit.cli.progress import Status
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
 from tracekit.render.markdown import render_markdown
@@ -26,15 +28,27 @@ RENDERERS = {"html": render_html, "md": lambda r: render_markdown(r, tables=("ke
               "default: the median profiler step.")
 @click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the top-N tables.")
 @click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
-def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int, no_redact: bool) -> None:
+@click.option("--progress/--no-progress", default=None,
+              help="Show how far the reading and the analyses are, on stderr (default: when it is a terminal).")
+def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int, no_redact: bool,
+           progress: bool | None) -> None:
     """Analyse TRACE and write a report: findings, timeline, GPU time, idle gaps and more.
 
     The HTML file is self-contained (inline CSS, SVG and script; nothing is fetched), so it
     opens from disk, a CI artifact or an email attachment.
     """
     kind = fmt or format_from(output)
-    model = build_report(load_trace(trace), options=ReportOptions(redact=not no_redact, top=top, zoom=zoom))
-    text = RENDERERS[kind](model)
+    options = ReportOptions(redact=not no_redact, top=top, zoom=zoom)
+    status = Status(enabled=progress)
+    try:
+        loaded = load_trace(trace, status=status)
+        analysis = analyse(loaded, options=options.analysis, progress=status.analysing if status.enabled else None)
+        status.step("building the report")
+        model = build_report(loaded, options=options, analysis=analysis)
+        status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
+        text = RENDERERS[kind](model)
+    finally:
+        status.close()
     if output is None and kind != "html":
         sys.stdout.write(text)
         return

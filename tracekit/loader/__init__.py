@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -39,6 +39,7 @@ def load(
     cache: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     workers: int | None = None,
+    progress: Progress | None = None,
 ) -> Trace:
     """Load one trace file (JSON or gzip JSON; object or bare-array form) into a `Trace`.
 
@@ -53,6 +54,8 @@ def load(
         it one helper process when the trace is large and a second CPU is idle (Linux);
         0 = none; 1 = one whatever the size (a thread with the native scanner, else a
         process).
+    progress: called as `progress(done, total)` with the bytes of the file read so far and
+        its size, as the reading goes (not on a cache hit: there is nothing to wait for).
     """
     if cache:
         directory = _cache.cache_dir(cache_dir)
@@ -60,10 +63,13 @@ def load(
         hit = _cache.read(directory, key, path=str(path))
         if hit is not None:
             return hit
-        trace = load_file(path, max_bytes=max_bytes, workers=workers)
+        trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
         _cache.write(directory, key, trace)
         return trace
-    return load_file(path, max_bytes=max_bytes, workers=workers)
+    return load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
+
+
+Progress = Callable[[int, int], None]
 
 
 def load_file(
@@ -72,18 +78,31 @@ def load_file(
     max_bytes: int = DEFAULT_MAX_BYTES,
     workers: int | None = None,
     chunk_bytes: int | None = None,
+    progress: Progress | None = None,
 ) -> Trace:
     """`load` without the cache; `chunk_bytes` sets how much JSON text one chunk holds
     (default: 4 MB, more for very large traces)."""
     stream = Stream(path, max_bytes=max_bytes)
     if chunk_bytes is None:
         chunk_bytes = chunk_size(stream.size_bytes * (GZIP_RATIO if stream.compressed else 1))
+    pieces = stream if progress is None else _reporting(stream, progress)
     try:
-        result = _read(stream, path=stream.path, size_bytes=stream.size_bytes, compressed=stream.compressed,
+        result = _read(pieces, path=stream.path, size_bytes=stream.size_bytes, compressed=stream.compressed,
                        workers=workers, chunk_bytes=chunk_bytes)
     finally:
         stream.close()
     return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
+
+
+def _reporting(stream: Stream, progress: Progress) -> Iterator[bytes]:
+    """The stream's pieces, with `progress(bytes of the file read, its size)` after each: the
+    text handed on so far for a plain file; for gzip, the compressed bytes the reading
+    thread has read (a few pieces ahead)."""
+    handed = 0
+    for piece in stream:
+        yield piece
+        handed += len(piece)
+        progress(stream.position if stream.compressed else handed, stream.size_bytes)
 
 
 def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bool, workers: int | None,

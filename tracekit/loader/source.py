@@ -82,6 +82,7 @@ class Stream:
         self.piece_bytes = piece_bytes
         self.truncated_gzip = False
         self.total = 0  # decompressed bytes produced so far
+        self.position = 0  # bytes of the file read so far (what progress is measured by)
         self._threaded = threaded
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,6 +132,7 @@ class Stream:
                                          path=self.path)
             while piece := self._fh.read(self.piece_bytes):
                 self.total += len(piece)
+                self.position += len(piece)
                 yield piece
         except OSError as exc:
             raise os_error(exc, self.path) from None
@@ -141,6 +143,7 @@ class Stream:
         fed = False  # has the current gzip member received any input?
         limit = self.max_bytes
         while chunk := self._fh.read(GZIP_READ_BYTES):
+            self.position += len(chunk)
             while chunk:
                 fed = True
                 try:

@@ -1,0 +1,111 @@
+"""Progress of long work: the loader's reading, each analysis, the report command's status line."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+from test_graph import gpu_bound
+
+import tracekit
+from tracekit.analyse import analyse
+from tracekit.cli import progress as progress_mod
+from tracekit.cli.main import main
+from tracekit.cli.progress import Status
+from tracekit.loader.source import PIECE_BYTES
+
+
+def _big_trace(n: int = 40_000) -> bytes:
+    """About 3.5 MB of JSON: several 1 MB pieces."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5,
+               "args": {"External id": i}} for i in range(n)]
+    return json.dumps({"traceEvents": events}).encode()
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_load_reports_bytes_of_the_file_read(tmp_path, gz):
+    data = _big_trace()
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    size = path.stat().st_size
+    calls: list[tuple[int, int]] = []
+    trace = tracekit.load(path, progress=lambda done, total: calls.append((done, total)))
+    assert trace.ops.height == 40_000
+    assert {total for _, total in calls} == {size}
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[-1] == size and done[0] > 0
+    if not gz:  # a plain file: the text handed on, one call per 1 MB piece
+        assert done == [*range(PIECE_BYTES, size, PIECE_BYTES), size]
+    else:  # the compressed bytes read (here the whole 240 KB at once), per 1 MB of text
+        assert len(calls) >= -(-len(data) // PIECE_BYTES)  # (a read can end a piece early)
+
+
+def test_load_without_progress_and_from_the_cache_calls_nothing(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(_big_trace(2_000))
+    calls: list[tuple[int, int]] = []
+    tracekit.load(path, cache=True, cache_dir=tmp_path / "c", progress=lambda *a: calls.append(a))
+    first = len(calls)
+    assert first >= 1
+    tracekit.load(path, cache=True, cache_dir=tmp_path / "c", progress=lambda *a: calls.append(a))
+    assert len(calls) == first  # a cache hit reads nothing
+
+
+def test_analyse_reports_each_analysis_once(tmp_path):
+    trace = gpu_bound().load(tmp_path)
+    calls: list[tuple[str, int, int]] = []
+    analyse(trace, progress=lambda *a: calls.append(a))
+    names = [name for name, _, _ in calls]
+    assert [done for _, done, _ in calls] == list(range(1, 19))
+    assert {total for _, _, total in calls} == {18}
+    assert names[0] == "links" and names[-1] == "findings" and len(set(names)) == 18
+    assert {"critical_path", "gaps", "attribution", "attention", "roofline", "occupancy"} <= set(names)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_redraws_one_line_on_a_terminal_and_clears_it(monkeypatch):
+    clock = iter([0.0, 0.05, 0.2, 0.3, 0.4, 0.5])
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: next(clock))
+    out = _Terminal()
+    status = Status(out)
+    assert status.enabled
+    status.reading("/x/t.json", 10, 1000)  # t=0: drawn
+    status.reading("/x/t.json", 20, 1000)  # t=0.05: too soon, skipped
+    status.reading("/x/t.json", 500, 1000)  # t=0.2
+    status.reading("/x/t.json", 1000, 1000)  # t=0.3: the end is always drawn
+    status.analysing("critical_path", 3, 18)
+    status.step("building the report")
+    status.close()
+    assert out.getvalue() == ("\rreading t.json: 1 % of 1.0 KB\x1b[K\rreading t.json: 50 % of 1.0 KB\x1b[K"
+                              "\rreading t.json: 100 % of 1.0 KB\x1b[K\ranalysing: 3/18 (critical path done)\x1b[K"
+                              "\rbuilding the report\x1b[K\r\x1b[K")
+
+
+def test_status_is_off_in_a_log_unless_asked():
+    out = io.StringIO()
+    quiet = Status(out)
+    quiet.step("building the report")
+    quiet.close()
+    assert not quiet.enabled and out.getvalue() == ""
+    asked = Status(out, enabled=True)
+    asked.analysing("gaps", 9, 18)
+    asked.close()
+    assert out.getvalue() == "analysing: 9/18 (gaps done)\n"
+
+
+def test_report_command_progress_flag(tmp_path, capsys):
+    path = gpu_bound().write(tmp_path / "t.json")
+    assert main(["report", str(path), "--progress", "-o", str(tmp_path / "r.html")]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"reading t.json: 100 % of {tracekit.format.size(path.stat().st_size)}"
+    assert lines[1:19] == [line for line in lines[1:19] if line.startswith("analysing: ")]
+    assert lines[18] == "analysing: 18/18 (findings done)"
+    assert lines[19:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0  # not a terminal: no status
+    assert capsys.readouterr().err.splitlines() == [f"wrote {tmp_path / 'r.html'}"]

@@ -1,0 +1,71 @@
+"""A status line on stderr for the commands that can take a while: reading the trace (a
+share of its bytes), then each analysis as it ends, then the report's last steps.
+
+On a terminal the line is redrawn in place and cleared at the end, so what the command
+prints after it stays clean. Elsewhere (a CI log) it is off unless asked for, and then
+writes a line per step, the reading's at most once a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import TextIO
+
+from tracekit import format as fmt
+
+READ_EVERY_S = 1.0  # off a terminal: one line per this much reading at most
+DRAW_EVERY_S = 0.1  # on a terminal: a redraw per this much at most
+
+
+class Status:
+    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.terminal = _isatty(self.stream)
+        self.enabled = self.terminal if enabled is None else enabled
+        self.drawn = False
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def reading(self, path: str, done: int, total: int) -> None:
+        """Bytes of the file read so far, of its size."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < (DRAW_EVERY_S if self.terminal else READ_EVERY_S):
+            return
+        share = done / total if total else 1.0
+        self._show(f"reading {os.path.basename(path)}: {fmt.pct(share, 0)} of {fmt.size(total)}", now)
+
+    def analysing(self, name: str, done: int, total: int) -> None:
+        """An analysis ended (`done` of `total`)."""
+        if self.enabled:
+            self._show(f"analysing: {done}/{total} ({name.replace('_', ' ')} done)", time.monotonic())
+
+    def step(self, text: str) -> None:
+        if self.enabled:
+            self._show(text, time.monotonic())
+
+    def close(self) -> None:
+        """Clear the line (on a terminal), so the next output starts clean."""
+        with self._lock:
+            if self.drawn and self.terminal:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+            self.drawn = False
+
+    def _show(self, text: str, now: float) -> None:
+        with self._lock:
+            self._last = now
+            self.stream.write(f"\r{text}\x1b[K" if self.terminal else f"{text}\n")
+            self.stream.flush()
+            self.drawn = True
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed, or not a file
+        return False
