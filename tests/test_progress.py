@@ -109,3 +109,26 @@ def test_report_command_progress_flag(tmp_path, capsys):
     assert lines[19:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0  # not a terminal: no status
     assert capsys.readouterr().err.splitlines() == [f"wrote {tmp_path / 'r.html'}"]
+
+
+def test_status_shows_a_reading_once_per_text():
+    out = io.StringIO()
+    status = Status(out, enabled=True)
+    status.label = "after: "
+    for _ in range(3):  # gzip: the compressed file is read before its text is handed on
+        status.reading("t.json.gz", 50, 50)
+    assert out.getvalue() == "after: reading t.json.gz: 100 % of 50 B\n"
+
+
+def test_diff_command_progress_names_each_trace(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = gpu_bound().write(tmp_path / "before.json")
+    after = gpu_bound().write(tmp_path / "after.json")
+    assert main(["diff", str(before), str(after), "--progress", "-o", str(tmp_path / "d.html")]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("before: reading before.json: 100 % of ")
+    assert lines[1:19] == [f"before: analysing: {i}/18 ({name})" for i, name in
+                           enumerate((line.split("(", 1)[1][:-1] for line in lines[1:19]), 1)]
+    assert lines[19].startswith("after: reading after.json: 100 % of ")
+    assert lines[20:38] == [line for line in lines[20:38] if line.startswith("after: analysing: ")]
+    assert lines[38:] == ["comparing", f"wrote {tmp_path / 'd.html'}"]

@@ -10,6 +10,7 @@ import click
 from tracekit import format as fmt
 from tracekit.analyse import analyse
 from tracekit.cli.common import format_from, load_trace, write_output
+from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
 from tracekit.diff.report import build_diff_report, render_diff
@@ -41,8 +42,9 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
                    "step, or the median time of the annotation NAME (record_function range).")
 @click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the delta tables.")
 @click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
+@progress_opt
 def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None, metric: str,
-         top: int, no_redact: bool) -> None:
+         top: int, no_redact: bool, progress: bool | None) -> None:
     """Compare AFTER with BEFORE step by step: step time, GPU busy and idle by cause, kernels,
     ops, launches, syncs and copies, each with its step-to-step noise.
 
@@ -50,10 +52,20 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
     input (unreadable trace, bad arguments).
     """
     kind = kind or format_from(output)
-    first = analyse(load_trace(before))
-    second = first if os.path.realpath(after) == os.path.realpath(before) else analyse(load_trace(after))
-    result = diff_traces(first, second, metric=metric)
-    text = render_diff(build_diff_report(result, top=top, redact_metadata=not no_redact), kind)
+    status = Status(enabled=progress)
+    try:
+        status.label = "before: "
+        first = analyse(load_trace(before, status=status), progress=status.analysing)
+        second = first
+        if os.path.realpath(after) != os.path.realpath(before):
+            status.label = "after: "
+            second = analyse(load_trace(after, status=status), progress=status.analysing)
+        status.label = ""
+        status.step("comparing")
+        result = diff_traces(first, second, metric=metric)
+        text = render_diff(build_diff_report(result, top=top, redact_metadata=not no_redact), kind)
+    finally:
+        status.close()
     if output is None and kind != "html":
         sys.stdout.write(text)
     else:

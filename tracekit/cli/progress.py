@@ -14,10 +14,16 @@ import threading
 import time
 from typing import TextIO
 
+import click
+
 from tracekit import format as fmt
 
 READ_EVERY_S = 1.0  # off a terminal: one line per this much reading at most
 DRAW_EVERY_S = 0.1  # on a terminal: a redraw per this much at most
+
+progress_opt = click.option(
+    "--progress/--no-progress", default=None,
+    help="Show how far the reading and the analyses are, on stderr (default: when it is a terminal).")
 
 
 class Status:
@@ -26,7 +32,9 @@ class Status:
         self.terminal = _isatty(self.stream)
         self.enabled = self.terminal if enabled is None else enabled
         self.drawn = False
+        self.label = ""  # put before each status (which trace, when a command reads two)
         self._last = float("-inf")
+        self._text = ""  # the last status shown
         self._lock = threading.Lock()
 
     def reading(self, path: str, done: int, total: int) -> None:
@@ -37,7 +45,9 @@ class Status:
         if done < total and now - self._last < (DRAW_EVERY_S if self.terminal else READ_EVERY_S):
             return
         share = done / total if total else 1.0
-        self._show(f"reading {os.path.basename(path)}: {fmt.pct(share, 0)} of {fmt.size(total)}", now)
+        text = f"reading {os.path.basename(path)}: {fmt.pct(share, 0)} of {fmt.size(total)}"
+        if text != self._text:  # (gzip: the compressed bytes are all read before the text is)
+            self._show(text, now)
 
     def analysing(self, name: str, done: int, total: int) -> None:
         """An analysis ended (`done` of `total`)."""
@@ -58,7 +68,8 @@ class Status:
 
     def _show(self, text: str, now: float) -> None:
         with self._lock:
-            self._last = now
+            self._last, self._text = now, text
+            text = self.label + text
             self.stream.write(f"\r{text}\x1b[K" if self.terminal else f"{text}\n")
             self.stream.flush()
             self.drawn = True

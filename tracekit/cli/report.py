@@ -8,7 +8,7 @@ import click
 
 from tracekit.analyse import analyse
 from tracekit.cli.common import format_from, load_trace, trace_arg, write_output
-from tracekit.cli.progress import Status
+from tracekit.cli.progress import Status, progress_opt
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
 from tracekit.render.markdown import render_markdown
@@ -28,8 +28,7 @@ RENDERERS = {"html": render_html, "md": lambda r: render_markdown(r, tables=("ke
               "default: the median profiler step.")
 @click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the top-N tables.")
 @click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
-@click.option("--progress/--no-progress", default=None,
-              help="Show how far the reading and the analyses are, on stderr (default: when it is a terminal).")
+@progress_opt
 def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int, no_redact: bool,
            progress: bool | None) -> None:
     """Analyse TRACE and write a report: findings, timeline, GPU time, idle gaps and more.
@@ -42,7 +41,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     status = Status(enabled=progress)
     try:
         loaded = load_trace(trace, status=status)
-        analysis = analyse(loaded, options=options.analysis, progress=status.analysing if status.enabled else None)
+        analysis = analyse(loaded, options=options.analysis, progress=status.analysing)
         status.step("building the report")
         model = build_report(loaded, options=options, analysis=analysis)
         status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
