@@ -102,7 +102,15 @@ def faster(dep: DepGraph, *, kernel_class: str, factor: float, order: Order | No
     """GPU work of one kernel class `factor` times faster (Amdahl bound on the path)."""
     if factor <= 0:
         raise UsageError(f"factor must be > 0, got {factor}")
-    classes = classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select("name", "kernel_class")
+    return _faster(dep, _classes(dep), kernel_class=kernel_class, factor=factor, order=order)
+
+
+def _classes(dep: DepGraph) -> pl.DataFrame:
+    """(name, kernel_class) of the GPU edges' kernels."""
+    return classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select("name", "kernel_class")
+
+
+def _faster(dep: DepGraph, classes: pl.DataFrame, *, kernel_class: str, factor: float, order: Order | None) -> WhatIf:
     edges = dep.edges.join(classes, on="name", how="left", maintain_order="left")
     hit = (pl.col("kind") == "gpu") & (pl.col("kernel_class") == kernel_class)
     weights = edges.select(pl.when(hit).then((pl.col("weight_ns") / factor).round().cast(I64))
@@ -116,9 +124,10 @@ def standard(dep: DepGraph) -> list[WhatIf]:
     out = [no_launch_overhead(dep, order=order), no_syncs(dep, order=order)]
     gpu = dep.edges.filter(pl.col("kind") == "gpu")
     if gpu.height:
-        kinds = gpu.join(classify_names(gpu["name"]).select("name", "kernel_class"), on="name", how="left")
+        classes = _classes(dep)  # (classified once for the pick and the scenario)
+        kinds = gpu.join(classes, on="name", how="left")
         top = kinds.group_by("kernel_class").agg(ns=pl.col("weight_ns").sum()).sort("ns", descending=True)
-        out.append(faster(dep, kernel_class=top["kernel_class"][0], factor=2.0, order=order))
+        out.append(_faster(dep, classes, kernel_class=top["kernel_class"][0], factor=2.0, order=order))
     return out
 
 
