@@ -405,10 +405,9 @@ static PyObject *one_column(Output **out, int bad) {
  * `levels` steps above a flagged row (parent_row -1: none). `reach` keeps the most steps
  * left with which a row was met, so each row is walked past again only with more. */
 static PyObject *flag_up(PyObject *self, PyObject *args) {
-    PyObject *pair, *lv;
-    if (!PyArg_ParseTuple(args, "OO", &pair, &lv)) return NULL;
-    long long levels = PyLong_AsLongLong(lv);
-    if (levels == -1 && PyErr_Occurred()) return NULL;
+    PyObject *pair;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "OL", &pair, &levels)) return NULL;
     Column cols[2];
     if (read_columns(pair, cols, 2) < 0) return NULL;
     int64_t n = cols[0].length;
@@ -455,10 +454,9 @@ static PyObject *flag_up(PyObject *self, PyObject *args) {
  * so the hit is the nearest module, and the last op met is the outermost). -1: none met; a
  * start row of -1 meets none. */
 static PyObject *climb(PyObject *self, PyObject *args) {
-    PyObject *tree, *starts, *lv;
-    if (!PyArg_ParseTuple(args, "OOO", &tree, &starts, &lv)) return NULL;
-    long long levels = PyLong_AsLongLong(lv);
-    if (levels == -1 && PyErr_Occurred()) return NULL;
+    PyObject *tree, *starts;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "OOL", &tree, &starts, &levels)) return NULL;
     Column cols[4], from;
     if (read_columns(tree, cols, 4) < 0) return NULL;
     if (read_column(starts, &from) < 0) {
@@ -510,11 +508,10 @@ static PyObject *climb(PyObject *self, PyObject *args) {
  * walking up from the start row (itself included, at most `levels` rows) whose end is at or
  * after `need`; -1 when none is (`links._containing_op`'s walk). */
 static PyObject *up_until(PyObject *self, PyObject *args) {
-    PyObject *tree, *lv;
+    PyObject *tree;
     PyObject *asked[2];
-    if (!PyArg_ParseTuple(args, "OOOO", &tree, &asked[0], &asked[1], &lv)) return NULL;
-    long long levels = PyLong_AsLongLong(lv);
-    if (levels == -1 && PyErr_Occurred()) return NULL;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "OOOL", &tree, &asked[0], &asked[1], &levels)) return NULL;
     Column cols[2], q[2];
     if (read_columns(tree, cols, 2) < 0) return NULL;
     PyObject *pair = PyTuple_Pack(2, asked[0], asked[1]);

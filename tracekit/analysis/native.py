@@ -31,8 +31,9 @@ def arrow(column: pl.Series) -> object:
 
 
 def series(capsule: object, name: str = "") -> pl.Series:
-    """A column the C passes made (an Arrow C stream capsule) as a Series."""
-    return pl.Series(name, _Stream(capsule))
+    """A column the C passes made (an Arrow C stream capsule) as a Series named `name`
+    (Polars would take the stream's own field name, which the C passes leave empty)."""
+    return pl.Series(_Stream(capsule)).rename(name)
 
 
 class _Stream:

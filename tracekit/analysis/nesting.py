@@ -68,7 +68,7 @@ def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
         return None
     queries = eids.cast(pl.Int64).fill_null(low - 1)  # below the table: absent
     found = native.slices.rows(native.arrow(keys), native.arrow(queries), low, span)
-    return None if found is None else native.series(found).rename("_row")
+    return None if found is None else native.series(found, "_row")
 
 
 def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
