@@ -1,11 +1,16 @@
-"""Timeline pixel runs: hand-computed cases, and the same drawing whatever the input order."""
+"""Timeline pixel runs: hand-computed cases, the same drawing whatever the input order, and
+the C pass against the Polars reference."""
 
 from __future__ import annotations
 
+import os
+
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracekit.analysis import native
 from tracekit.report.timeline import pixel_runs
 
 SCHEMA = {"lane": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
@@ -46,3 +51,52 @@ def test_same_runs_whatever_the_input_order(rows, width, rnd):
     # every covered ns is in exactly one run
     clipped = iv.select((pl.col("end_ns").clip(0, 13_000) - pl.col("start_ns").clip(0, 13_000)).sum()).item()
     assert abs(a["covered_ns"].sum() - clipped) < 1e-6 * max(1, clipped)
+
+
+one_lane = st.lists(st.tuples(st.integers(-2_000, 14_000), st.integers(0, 4_000),
+                              st.sampled_from(["gemm", "copy", "idle", "attention", "Triton", "gap-other"]),
+                              st.integers(0, 3)),
+                    min_size=0, max_size=80)
+
+
+def reference(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
+    """The Polars code's runs (the C passes turned off for the call)."""
+    before = os.environ.get("TRACEKIT_NATIVE")
+    os.environ["TRACEKIT_NATIVE"] = "0"
+    try:
+        return pixel_runs(iv, t0, t1, width)
+    finally:
+        if before is None:
+            del os.environ["TRACEKIT_NATIVE"]
+        else:
+            os.environ["TRACEKIT_NATIVE"] = before
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C passes are not built")
+@settings(max_examples=150, deadline=None)
+@given(one_lane, st.integers(1, 97), st.integers(0, 3_000), st.integers(1, 13_000), st.booleans())
+def test_c_runs_match_the_polars_reference(rows, width, t0, length, as_enum):
+    """One lane (how the timeline draws): the C pass gives the reference's frame exactly,
+    zero-length and out-of-window intervals, overlaps, ties and Enum classes included."""
+    iv = frame([(0, s, s + d, cls, prio) for s, d, cls, prio in rows])
+    if as_enum:  # categories in an order that is not the names' order
+        iv = iv.with_columns(pl.col("cls").cast(pl.Enum(["idle", "gemm", "copy", "attention", "Triton", "gap-other"])))
+    t1 = t0 + length
+    got = pixel_runs(iv, t0, t1, width)
+    want = reference(iv, t0, t1, width)
+    assert got.schema == want.schema
+    assert got.rows() == want.rows()
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C passes are not built")
+def test_c_runs_hand_computed_and_overlapping():
+    # two overlapping CPU rows on a 100 ns window of 4 pixels (25 ns each): in pixel 0 a sync
+    # (prio 3) covers 5 ns, under a quarter (score 0), and the op (prio 1) all 25; in pixel 1
+    # the sync covers 20 ns, a quarter and more: its prio wins. Covered counts both rows.
+    iv = frame([(0, 0, 50, "cpu", 1), (0, 20, 45, "sync", 3)])
+    got = pixel_runs(iv, 0, 100, 4)
+    assert got.rows() == [(0, 0, 1, "cpu", 30.0, 1, 4), (0, 1, 2, "sync", 45.0, 1, 4)]
+    assert got.equals(reference(iv, 0, 100, 4))
+    # a window too wide for 64-bit units: the reference answers
+    wide = frame([(0, 0, 2**62, "cpu", 1)])
+    assert pixel_runs(wide, 0, 2**62, 1100).rows() == reference(wide, 0, 2**62, 1100).rows()

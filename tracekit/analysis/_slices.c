@@ -1,6 +1,6 @@
-/* Passes over slices sorted per thread, the C forms of two Polars computations that stay
- * the reference: `nest` (`tracekit.analysis.nesting._nest`) and `innermost`
- * (`tracekit.analysis.intervals.innermost`).
+/* Passes over slices sorted per thread, the C forms of Polars computations that stay the
+ * reference: `nest` (`tracekit.analysis.nesting._nest`), `innermost`
+ * (`tracekit.analysis.intervals.innermost`) and the others below.
  *
  * nest. Input: five Int64 columns of one length (thread number, start, duration, end, eid), in
  * the order `_nest` sorts them: thread, start, longer first, eid. Output: depth and parent
@@ -25,6 +25,9 @@
  * rows. Input: keys (unique Int64) and queries. Output per query: the row of the key equal
  * to it, or -1; a table indexed by key value (`nesting.rows_of`, where the keys are event
  * ids: dense), with the hash join as the reference.
+ *
+ * pixels. Input: the intervals of one timeline lane (start, end, class code, prio). Output: the
+ * lane's runs of pixels (`tracekit.report.timeline.pixel_runs`, the Polars reference).
  *
  * Columns cross as Arrow C streams (the PyCapsule interface Polars speaks), without
  * copies on the way in; the outputs are new Arrow arrays that Polars takes over.
@@ -711,7 +714,129 @@ static PyObject *rows(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* pixels((start, end, cls, prio), t0, t1, width, classes) -> (x0, x1, cls, covered, n, level):
+ * the timeline runs of one lane (`tracekit.report.timeline.pixel_runs`, whose Polars code
+ * stays the reference), or None when the window times the width does not fit in 64 bits.
+ * Times are counted in 1/width ns, so that a pixel is `span` = t1 - t0 units and every sum
+ * is exact. Each interval, clipped to [t0, t1], adds its overlap with each pixel it touches
+ * to that pixel's cell of its class (cls: 0..classes-1, in the order of the class names),
+ * with the largest prio and a count. A pixel takes the class of highest score (its prio
+ * when it covers a quarter of the pixel, else 0), then most overlap, then lowest code; its
+ * level is the covered quarters of the pixel (all classes, 1..4). Neighbouring pixels of
+ * one class and level make one run: covered = the run's overlap summed over every class,
+ * n = the counts of the chosen class. Output in pixel order. */
+static PyObject *pixels(PyObject *self, PyObject *args) {
+    PyObject *quad;
+    long long t0, t1, width, classes;
+    if (!PyArg_ParseTuple(args, "OLLLL", &quad, &t0, &t1, &width, &classes)) return NULL;
+    if (width < 1 || classes < 1 || t1 <= t0 || width > (1LL << 24) || classes > (1LL << 16)) {
+        PyErr_SetString(PyExc_ValueError, "need t0 < t1, 1 <= width <= 2**24 and 1 <= classes <= 2**16");
+        return NULL;
+    }
+    int64_t span, top;
+    if (__builtin_sub_overflow((int64_t)t1, (int64_t)t0, &span) ||
+        __builtin_mul_overflow(span, (int64_t)(width > 4 ? width + 1 : 5), &top))
+        Py_RETURN_NONE; /* too wide for 64-bit units: the caller takes the Polars path */
+    Column cols[4];
+    if (read_columns(quad, cols, 4) < 0) return NULL;
+    const int64_t *start = cols[0].values, *end = cols[1].values, *cls = cols[2].values, *prio = cols[3].values;
+    int64_t n = cols[0].length, w = width, k = classes, cells = w * k;
+    int64_t *ov = calloc((size_t)cells, sizeof(int64_t)), *count = calloc((size_t)cells, sizeof(int64_t));
+    int64_t *best = malloc((size_t)cells * sizeof(int64_t)), *all = calloc((size_t)w, sizeof(int64_t));
+    Output *out[6] = {NULL};
+    for (int j = 0; j < 6; j++) out[j] = new_output(w, 0);
+    PyObject *result = NULL;
+    int bad = 0, missing = !ov || !count || !best || !all;
+    for (int j = 0; j < 6; j++) missing = missing || !out[j];
+    if (missing) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t runs = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t c = 0; c < cells; c++) best[c] = INT64_MIN;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        int64_t a = start[i] < t0 ? t0 : start[i] > t1 ? t1 : start[i];
+        int64_t b = end[i] < t0 ? t0 : end[i] > t1 ? t1 : end[i];
+        int64_t s = (a - t0) * w, e = (b - t0) * w;
+        if (e <= s) continue;
+        if (cls[i] < 0 || cls[i] >= k) {
+            bad = 1;
+            break;
+        }
+        int64_t first = s / span, stop = (e + span - 1) / span; /* pixels first .. stop-1 */
+        if (stop > w) stop = w;
+        for (int64_t p = first; p < stop; p++) {
+            int64_t lo = s > p * span ? s : p * span, hi = e < (p + 1) * span ? e : (p + 1) * span;
+            int64_t cell = p * k + cls[i];
+            ov[cell] += hi - lo;
+            count[cell] += 1;
+            if (prio[i] > best[cell]) best[cell] = prio[i];
+            all[p] += hi - lo;
+        }
+    }
+    int64_t quarter = span / 4 + (span % 4 != 0); /* ov * 4 >= span  <=>  ov >= ceil(span / 4) */
+    int64_t prev_p = -2, prev_c = -1, prev_level = -1;
+    for (int64_t p = 0; p < w && !bad; p++) {
+        int64_t pick = -1, pick_score = 0, pick_ov = 0;
+        for (int64_t c = 0; c < k; c++) {
+            int64_t cell = p * k + c;
+            if (!count[cell]) continue;
+            int64_t score = ov[cell] >= quarter ? best[cell] : 0;
+            if (pick < 0 || score > pick_score || (score == pick_score && ov[cell] > pick_ov)) {
+                pick = c;
+                pick_score = score;
+                pick_ov = ov[cell];
+            }
+        }
+        if (pick < 0) continue; /* nothing in this pixel */
+        int64_t covered = all[p] < span ? all[p] : span;
+        int64_t level = (covered * 4 + span - 1) / span;
+        level = level < 1 ? 1 : level > 4 ? 4 : level;
+        if (p != prev_p + 1 || pick != prev_c || level != prev_level) {
+            out[0]->values[runs] = p;
+            out[2]->values[runs] = pick;
+            out[3]->values[runs] = 0;
+            out[4]->values[runs] = 0;
+            out[5]->values[runs] = level;
+            runs++;
+        }
+        out[1]->values[runs - 1] = p + 1;
+        out[3]->values[runs - 1] += all[p];
+        out[4]->values[runs - 1] += count[p * k + pick];
+        prev_p = p;
+        prev_c = pick;
+        prev_level = level;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "class code out of range");
+        goto done;
+    }
+    PyObject *caps[6] = {NULL};
+    int ok = 1;
+    for (int j = 0; j < 6; j++) {
+        out[j]->length = runs;
+        caps[j] = column_capsule(out[j]);
+        out[j] = NULL;
+        ok = ok && caps[j];
+    }
+    if (ok) result = PyTuple_Pack(6, caps[0], caps[1], caps[2], caps[3], caps[4], caps[5]);
+    for (int j = 0; j < 6; j++) Py_XDECREF(caps[j]);
+done:
+    for (int j = 0; j < 6; j++)
+        if (out[j]) release_array(&(struct ArrowArray){.private_data = out[j]});
+    free(ov);
+    free(count);
+    free(best);
+    free(all);
+    for (int j = 0; j < 4; j++) drop_column(&cols[j]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"pixels", pixels, METH_VARARGS,
+     "pixels((start, end, cls, prio), t0, t1, width, classes) -> (x0, x1, cls, covered, n, level) (capsules); None if too wide"},
     {"rows", rows, METH_VARARGS,
      "rows(keys, queries, low, span) -> row of each query in keys, -1 where absent (capsule); None if a key repeats"},
     {"chains", chains, METH_VARARGS,

@@ -242,8 +242,9 @@ def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -
         pl.col("ns").fill_null(0)).with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
     by_class = by_class.cast(CLASS_SCHEMA)
     shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
-    by_context = (segs.group_by(pl.col("cls").cast(STR), "context").agg(ns=pl.col("dur_ns").sum())
-                  .with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
+    # grouped on the class codes, which become text once summed (a cast of every row cost more)
+    by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
+                  .with_columns(pl.col("cls").cast(STR), share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
                   .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
     return CriticalPath(

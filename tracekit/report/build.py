@@ -167,7 +167,7 @@ def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
 
 def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOptions):
     trace = a.trace
-    lanes = gpu_lanes(trace, t0=t0, t1=t1)
+    lanes = gpu_lanes(trace, t0=t0, t1=t1, classes=a.kernels)
     gaps = a.gaps.gaps.filter(pl.col("scope") == "device")
     for device, rows in sorted(gaps.group_by("device"), key=lambda kv: kv[0][0] or 0):
         iv = rows.select("start_ns", "end_ns", cls=pl.format("gap-{}", pl.col("cause")), prio=pl.lit(1, pl.Int64))

@@ -19,6 +19,8 @@ PATH_CLASSES = {
     "sync_wait": ("sync wait", "cp-sync"), "idle": ("idle", "cp-idle"),
 }
 
+CP_CSS = pl.Enum(sorted({v[1] for v in PATH_CLASSES.values()} | {"cp-other"}))
+
 
 def evidence_text(e: Any) -> str:
     """One evidence item as a line a person can find in Perfetto."""
@@ -49,9 +51,11 @@ def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
     segs = getattr(cp, "segments", None)
     if segs is None or segs.is_empty():
         return []
-    css = pl.col("cls").replace_strict({k: v[1].removeprefix("cp-") for k, v in PATH_CLASSES.items()}, default="other")
+    # the path's classes -> their colours as an Enum (a code a row, not a string a row)
+    css = pl.col("cls").replace_strict(
+        {k: v[1] for k, v in PATH_CLASSES.items()}, default="cp-other", return_dtype=CP_CSS)
     iv = segs.filter(pl.col("end_ns") > pl.col("start_ns")).select(
-        "start_ns", "end_ns", cls=pl.format("cp-{}", css), prio=pl.lit(1, pl.Int64))
+        "start_ns", "end_ns", cls=css, prio=pl.lit(1, pl.Int64))
     return [("critical path", f"critical path of {cp.window}: {cp.sentence}", iv)]
 
 

@@ -12,13 +12,19 @@ LAUNCH_CALLS = r"(?i)^(cuda|hip)(Launch|GraphLaunch|ExtLaunch|ExtModuleLaunch|Mo
 IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
 
 
-def gpu_lanes(trace: Trace, *, t0: int, t1: int) -> list[tuple[str, str, pl.DataFrame]]:
-    """One lane per (device, stream) that has work in [t0, t1], kernels coloured by class."""
+def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = None) -> list[tuple[str, str, pl.DataFrame]]:
+    """One lane per (device, stream) that has work in [t0, t1], kernels coloured by class.
+
+    classes: `name`, `kernel_class` of the kernels, when known already (an analysis'
+    kernel table); else the names are classified here.
+    """
     work = trace.gpu_work.select("name", "cat", "device", "stream", "ts_ns", "end_ns").filter(
         (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     if work.is_empty():
         return []
-    classes = classify_names(work["name"].unique()).select("name", "kernel_class")
+    if classes is None:
+        classes = classify_names(work.filter(pl.col("cat") == "kernel")["name"].unique())
+    classes = classes.select("name", "kernel_class")
     work = work.join(classes, on="name", how="left").with_columns(
         cls=pl.when(pl.col("cat") == "gpu_memcpy").then(pl.lit("memcpy"))
         .when(pl.col("cat") == "gpu_memset").then(pl.lit("memset"))

@@ -13,6 +13,7 @@ import math
 import polars as pl
 
 from tracekit import format as fmt
+from tracekit.analysis import native
 from tracekit.report.model import Band, Lane, Rect, Tick, Timeline
 
 LANE_H = 18.0
@@ -27,6 +28,9 @@ GPU_CLASSES = {
     "embedding": "embedding", "other": "other",
 }
 CPU_CLASSES = {"sync": "blocking sync", "launch": "launch calls", "cpu": "CPU ops"}
+RUNS_SCHEMA = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64,
+               "n": pl.Int64, "level": pl.Int64}
+RUNS_SCHEMA_NATIVE = ("x0", "x1", "code", "covered", "n", "level")  # what `_slices.pixels` returns
 
 
 def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
@@ -34,17 +38,23 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
 
     `level` (1..4) is how much of the run's pixels is covered, in quarters: drawn as opacity.
     """
-    schema = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64,
-              "n": pl.Int64, "level": pl.Int64}
+    schema = RUNS_SCHEMA
     if iv.is_empty() or t1 <= t0:
         return pl.DataFrame(schema=schema)
+    if native.enabled():  # one lane in one C pass (`_slices.pixels`); this code stays the reference
+        runs = _native_runs(iv, t0, t1, width)
+        if runs is not None:
+            return runs
     # integer arithmetic in units of 1/width ns, so that every sum, comparison and rounding
     # below is exact: the same trace always draws the same runs (float sums grouped in
     # parallel differ in their last bits from run to run)
     span = t1 - t0  # one pixel, in these units
-    s = (pl.col("start_ns").clip(t0, t1) - t0) * width
-    e = (pl.col("end_ns").clip(t0, t1) - t0) * width
-    body = iv.select("lane", "cls", "prio", s=s, e=e).filter(pl.col("e") > pl.col("s"))
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    s = (start.clip(t0, t1) - t0) * width
+    e = (end.clip(t0, t1) - t0) * width
+    # the rows inside [t0, t1) first (a zoomed timeline reads a few of a long lane's rows);
+    # `cls` is grouped as given (an Enum groups by code) and becomes text once aggregated
+    body = iv.filter((end > t0) & (start < t1)).select("lane", "cls", "prio", s=s, e=e).filter(pl.col("e") > pl.col("s"))
     if body.is_empty():
         return pl.DataFrame(schema=schema)
     # an interval inside one pixel (most of them, zoomed out) is that pixel alone; only the
@@ -59,6 +69,7 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
         .clip(lower_bound=0))
     px = pl.concat([one, many.cast(one.schema)])  # s < e <= width * span: every p < width
     per = px.group_by("lane", "p", "cls").agg(ov=pl.col("ov").sum(), prio=pl.col("prio").max(), n=pl.len())
+    per = per.with_columns(pl.col("cls").cast(pl.String))  # ties below break on the text
     per = per.with_columns(score=pl.when(pl.col("ov") * 4 >= span).then(pl.col("prio")).otherwise(0))
     best = (per.sort(["lane", "p", "score", "ov", "cls"], descending=[False, False, True, True, False])
             .unique(["lane", "p"], keep="first"))
@@ -74,7 +85,35 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
         lane=pl.col("lane").first(), x0=pl.col("p").min(), x1=pl.col("p").max() + 1, cls=pl.col("cls").first(),
         covered_ns=pl.col("all_ov").sum() / width, n=pl.col("n").sum(), level=pl.col("level").first(),
     )
-    return runs.select(list(schema)).sort("lane", "x0")
+    return runs.select(list(schema)).sort("lane", "x0").cast(schema)
+
+
+def _native_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame | None:
+    """`pixel_runs` of a one-lane frame in C; None where it does not apply (several lanes,
+    nulls, a window too wide for 64-bit units)."""
+    lanes = iv["lane"].unique()
+    if lanes.len() != 1 or lanes.null_count() or iv.select(pl.col("cls", "prio").null_count().sum()).row(0) != (0, 0):
+        return None
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    body = iv.filter(start.is_not_null() & end.is_not_null() & (end > t0) & (start < t1))
+    cls = body["cls"]
+    if isinstance(cls.dtype, pl.Enum):  # codes renumbered in the order of the names (ties break on it)
+        names = cls.dtype.categories
+        rank = names.rank("ordinal").cast(pl.Int64) - 1
+        codes, names = rank.gather(cls.to_physical()), names.sort()
+    else:
+        text = cls.cast(pl.String)
+        names = text.unique().sort()
+        codes = text.cast(pl.Enum(names)).to_physical()
+    cols = (body["start_ns"], body["end_ns"], codes, body["prio"])
+    out = native.slices.pixels(tuple(map(native.arrow, cols)), t0, t1, width, max(names.len(), 1))
+    if out is None:
+        return None
+    x0, x1, code, covered, n, level = (native.series(c, name) for c, name in zip(out, RUNS_SCHEMA_NATIVE))
+    runs = pl.DataFrame([x0, x1, code, covered, n, level]).select(
+        lane=pl.lit(lanes[0], pl.Int64), x0="x0", x1="x1", cls=names.gather(code), covered_ns=pl.col("covered") / width,
+        n="n", level="level")
+    return runs.cast(RUNS_SCHEMA)
 
 
 def ticks(t0: int, t1: int, width: int, label_w: float) -> list[Tick]:
