@@ -98,6 +98,27 @@ def test_c_loops_check_their_input():
     assert native.paths.longest_weight([], [], [], 0) == 0
 
 
+@needs_c
+def test_c_loops_read_arrow_columns():
+    """The edge columns cross as Arrow arrays (what `longest_path` hands over), with the same
+    answers as lists; a column with nulls or of another type is refused."""
+    edges = [(0, 1, 5), (0, 2, 6), (1, 3, 4), (2, 3, 3), (3, 4, -2)]
+    dep = _graph(edges, [0, 1, 2, 3, 4])
+    eo = EdgeOrder.of(dep)
+    weights = eo.weights(dep.edges["weight_ns"])
+    columns = [native.arrow(c) for c in (eo.src, eo.dst, weights)]
+    assert native.paths.longest_path(*columns, eo.nodes) == ([0, 1, 3], 9)
+    lists = (eo.src.to_list(), eo.dst.to_list(), weights.to_list())
+    assert native.paths.longest_path(*lists, eo.nodes) == ([0, 1, 3], 9)
+    assert native.paths.longest_weight(*[native.arrow(c) for c in (eo.src, eo.dst, weights)], eo.nodes) == 9
+    with_null = pl.Series([1, None, 1, 1, 1], dtype=I64).__arrow_c_stream__()
+    with pytest.raises(ValueError, match="without nulls"):
+        native.paths.longest_weight(native.arrow(eo.src), native.arrow(eo.dst), with_null, eo.nodes)
+    floats = pl.Series([1.0] * 5).__arrow_c_stream__()
+    with pytest.raises(TypeError, match="Int64"):
+        native.paths.longest_weight(native.arrow(eo.src), native.arrow(eo.dst), floats, eo.nodes)
+
+
 def test_native_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("TRACEKIT_NATIVE", "0")
     assert not native.enabled()

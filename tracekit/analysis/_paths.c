@@ -1,8 +1,9 @@
 /* Longest paths over a DAG's edge arrays: the two loops of `tracekit.analysis.longest`.
  *
  * The same programme as `longest.longest_path` and `longest.longest_weight`, step for
- * step, on C arrays: the edges come as three sequences of ints (source position, target
- * position, weight), sorted by target position as `longest.EdgeOrder` keeps them. The
+ * step, on C arrays: the edges come as three columns (source position, target position,
+ * weight: Int64 Arrow C stream capsules, or sequences of ints), sorted by target position as
+ * `longest.EdgeOrder` keeps them. The
  * Python functions stay the reference; these give the same answers, ties included.
  *
  * Indices out of range raise IndexError; a weight or a sum that does not fit in 64 bits
@@ -13,8 +14,29 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The sequence's items as int64, or NULL with an exception set. */
+#include "_arrow.h"
+
+/* The values of an Int64 Arrow column (a capsule of an Arrow C stream), copied; NULL with an
+ * exception set. */
+static int64_t *read_arrow(PyObject *capsule, Py_ssize_t *len) {
+    Column col;
+    if (read_column(capsule, &col) < 0) return NULL;
+    int64_t *out = malloc((size_t)(col.length ? col.length : 1) * sizeof(int64_t));
+    if (!out) {
+        drop_column(&col);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (col.length) memcpy(out, col.values, (size_t)col.length * sizeof(int64_t));
+    *len = (Py_ssize_t)col.length;
+    drop_column(&col);
+    return out;
+}
+
+/* The items of a sequence of ints, or of an Int64 Arrow column, as int64; NULL with an
+ * exception set. */
 static int64_t *read_ints(PyObject *seq, Py_ssize_t *len) {
+    if (PyCapsule_CheckExact(seq)) return read_arrow(seq, len);
     PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
     if (!fast) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);

@@ -128,7 +128,7 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
 def path_nodes(dep: DepGraph) -> list[int]:
     """The nodes of the graph's longest path: on the edge arrays in `build_graph`'s
     topological order (no DiGraph needed), or with networkx where that order is unknown."""
-    if dep.order:
+    if len(dep.order):
         return dep.longest[0]
     return longest_path(dep.graph)
 
@@ -207,9 +207,13 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
     schema = {"eid": I64, "_ctx": STR}
     if host.is_empty():
         return pl.DataFrame(schema=schema)
-    module = pl.col("name").str.contains(MODULE) | (
-        (pl.col("role") == "python") & ~pl.col("name").str.contains(STEP_NAME)
-        & ~pl.col("name").str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
+    # the patterns run on the distinct names (a few dozen), which the rows then look up
+    name = pl.col("name")
+    kinds = slices.select(name.unique()).filter(name.is_not_null()).with_columns(
+        _mod=name.str.contains(MODULE),
+        _py=~name.str.contains(STEP_NAME) & ~name.str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
+    module = name.is_in(kinds.filter("_mod")["name"].implode()) | (
+        (pl.col("role") == "python") & name.is_in(kinds.filter("_py")["name"].implode()))
     info = slices.select(hit=module.fill_null(False), go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),
                          op=(pl.col("role") == "op").fill_null(False))
     parent = rows_of(slices, slices["parent_eid"])

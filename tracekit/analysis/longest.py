@@ -16,7 +16,8 @@ the chosen predecessors, so ties break exactly as `nx.dag_longest_path` breaks t
 Both loops run in C (`_paths.c`, built with the package when a C compiler is there) and
 fall back to the Python loops here, which stay the reference: same answers, ties
 included, about five times slower (the path over the 563k edges of a 250 MB trace's
-graph: 106 ms in Python, 21 ms in C, most of it reading the lists). `TRACEKIT_NATIVE=0`
+graph: 106 ms in Python, 21 ms in C). The C loops read the edge columns as Arrow arrays;
+only the Python loops turn them into lists. `TRACEKIT_NATIVE=0`
 turns the C loops off, as it does the native scanner.
 """
 
@@ -40,18 +41,19 @@ class EdgeOrder:
     """The edges of a DepGraph as topological positions, sorted by (target position, edge row).
 
     Within one target the edges keep their row order in `dep.edges`, the order in which a
-    DiGraph built from them lists each node's predecessors.
+    DiGraph built from them lists each node's predecessors. The columns stay Polars Series
+    (Int64): the C loops read them as Arrow arrays, and only the Python loops make lists.
     """
 
-    src: list[int]
-    dst: list[int]
+    src: pl.Series
+    dst: pl.Series
     perm: pl.Series  # row of dep.edges for each position in src/dst
     nodes: int
-    topo: list[int]  # node of each position
+    topo: pl.Series  # node of each position
 
     @classmethod
     def of(cls, dep: DepGraph) -> EdgeOrder:
-        if dep.order:
+        if len(dep.order):
             topo = dep.order
         else:
             import networkx as nx  # only for graphs without build_graph's order
@@ -60,57 +62,61 @@ class EdgeOrder:
         # position of each node in `topo` (-1: not in it), read with gathers, not joins
         nodes = pl.Series("node", topo, dtype=I64)
         size = max(int(nodes.max() or 0), int(dep.edges["src"].max() or 0), int(dep.edges["dst"].max() or 0)) + 1
-        pos = pl.Series(dtype=I64).extend_constant(-1, size).scatter(nodes, pl.int_range(len(topo), dtype=I64, eager=True))
+        pos = pl.Series(dtype=I64).extend_constant(-1, size).scatter(nodes, pl.int_range(nodes.len(), dtype=I64, eager=True))
         e = dep.edges.select(_s=pos.gather(dep.edges["src"]), _d=pos.gather(dep.edges["dst"])).with_row_index("_row")
         e = e.filter((pl.col("_s") >= 0) & (pl.col("_s") < pl.col("_d"))).sort("_d", maintain_order=True)
-        return cls(src=e["_s"].to_list(), dst=e["_d"].to_list(), perm=e["_row"], nodes=len(topo), topo=topo)
+        return cls(src=e["_s"], dst=e["_d"], perm=e["_row"], nodes=nodes.len(), topo=nodes)
 
-    def weights(self, weights: pl.Series) -> list[int]:
+    def weights(self, weights: pl.Series) -> pl.Series:
         """`weights` (aligned with dep.edges) in this order."""
-        return weights.gather(self.perm).to_list()
+        return weights.cast(I64).gather(self.perm)
 
 
-def longest_weight(order: EdgeOrder, weights: list[int]) -> int:
+def longest_weight(order: EdgeOrder, weights: pl.Series) -> int:
     """Weight of the longest path (0 for a graph without edges)."""
     if native.enabled():
         try:
-            return native.paths.longest_weight(order.src, order.dst, weights, order.nodes)
-        except OverflowError:  # weights beyond 64 bits: the Python loop has no such limit
+            return native.paths.longest_weight(*_columns(order, weights), order.nodes)
+        except OverflowError:  # sums beyond 64 bits: the Python loop has no such limit
             pass
     return _longest_weight(order, weights)
 
 
-def _longest_weight(order: EdgeOrder, weights: list[int]) -> int:
+def _columns(order: EdgeOrder, weights: pl.Series) -> tuple[object, object, object]:
+    """The three edge columns as the C loops read them (Arrow C stream capsules)."""
+    return native.arrow(order.src), native.arrow(order.dst), native.arrow(weights)
+
+
+def _longest_weight(order: EdgeOrder, weights: pl.Series) -> int:
     dist = [0] * order.nodes
-    for s, d, w in zip(order.src, order.dst, weights):
+    for s, d, w in zip(order.src.to_list(), order.dst.to_list(), weights.to_list()):
         v = dist[s] + w
         if v > dist[d]:  # noqa: PLR1730  (faster than max() in this hot loop)
             dist[d] = v
     return max(dist, default=0)
 
 
-def longest_path(order: EdgeOrder, weights: list[int]) -> tuple[list[int], int]:
+def longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[list[int], int]:
     """The nodes of the longest path, as `nx.dag_longest_path` would return them, and its
     weight (the same as `longest_weight`: one pass gives both)."""
     if not order.nodes:
         return [], 0
     if native.enabled():
         try:
-            positions, weight = native.paths.longest_path(order.src, order.dst, weights, order.nodes)
+            positions, weight = native.paths.longest_path(*_columns(order, weights), order.nodes)
         except OverflowError:
             pass
         else:
-            topo = order.topo
-            return [topo[p] for p in positions], weight
+            return order.topo.gather(pl.Series(positions, dtype=I64)).to_list(), weight
     return _longest_path(order, weights)
 
 
-def _longest_path(order: EdgeOrder, weights: list[int]) -> tuple[list[int], int]:
+def _longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[list[int], int]:
     n = order.nodes
     dist = [0] * n
     back = list(range(n))
     cur = -1
-    for s, d, w in zip(order.src, order.dst, weights):
+    for s, d, w in zip(order.src.to_list(), order.dst.to_list(), weights.to_list()):
         if d != cur:  # first edge into d: every node before d is final, so settle the last one
             if cur >= 0 and dist[cur] < 0:
                 dist[cur], back[cur] = 0, cur
@@ -126,5 +132,5 @@ def _longest_path(order: EdgeOrder, weights: list[int]) -> tuple[list[int], int]
     path = [end]
     while back[path[-1]] != path[-1]:
         path.append(back[path[-1]])
-    topo = order.topo
+    topo = order.topo.to_list()
     return [topo[p] for p in reversed(path)], dist[end]
