@@ -15,9 +15,9 @@ the chosen predecessors, so ties break exactly as `nx.dag_longest_path` breaks t
 
 Both loops run in C (`_paths.c`, built with the package when a C compiler is there) and
 fall back to the Python loops here, which stay the reference: same answers, ties
-included, about five times slower (the path over the 563k edges of a 250 MB trace's
-graph: 106 ms in Python, 21 ms in C). The C loops read the edge columns as Arrow arrays;
-only the Python loops turn them into lists. `TRACEKIT_NATIVE=0`
+included, about ten times slower (the path over the 563k edges of a 250 MB trace's graph,
+best of 3: 244 ms in Python, lists included, and 23 ms in C). The C loops read the edge
+columns as Arrow arrays; only the Python loops turn them into lists. `TRACEKIT_NATIVE=0`
 turns the C loops off, as it does the native scanner.
 """
 
