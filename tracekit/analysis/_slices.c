@@ -145,6 +145,25 @@ static Output *new_output(int64_t length, int nullable) {
     return o;
 }
 
+/* A tuple of the capsules of `count` outputs, each taken over (and set to NULL) also on
+ * failure; NULL with an exception set. */
+static PyObject *columns_tuple(Output **outs, int count) {
+    PyObject *tuple = PyTuple_New(count);
+    int ok = tuple != NULL;
+    for (int j = 0; j < count; j++) {
+        PyObject *capsule = column_capsule(outs[j]);
+        outs[j] = NULL;
+        if (!capsule || !tuple) {
+            ok = 0;
+            Py_XDECREF(capsule);
+        } else {
+            PyTuple_SET_ITEM(tuple, j, capsule);
+        }
+    }
+    if (!ok) Py_CLEAR(tuple);
+    return tuple;
+}
+
 /* -- the pass -------------------------------------------------------------------------- */
 
 static int by_value(const void *a, const void *b) {
@@ -209,11 +228,9 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     parent->null_count = nulls;
-    PyObject *d = column_capsule(depth), *p = column_capsule(parent);
+    Output *outs[2] = {depth, parent};
     depth = parent = NULL; /* the capsules own them */
-    if (d && p) result = PyTuple_Pack(2, d, p);
-    Py_XDECREF(d);
-    Py_XDECREF(p);
+    result = columns_tuple(outs, 2);
 done:
     for (int k = 0; k < 5; k++) drop_column(&cols[k]);
     if (depth) release_array(&(struct ArrowArray){.private_data = depth});
@@ -377,11 +394,9 @@ static PyObject *climb(PyObject *self, PyObject *args) {
         if (bad) {
             PyErr_SetString(PyExc_IndexError, "row out of range");
         } else {
-            PyObject *a = column_capsule(hits), *b = column_capsule(ops);
+            Output *outs[2] = {hits, ops};
             hits = ops = NULL;
-            if (a && b) result = PyTuple_Pack(2, a, b);
-            Py_XDECREF(a);
-            Py_XDECREF(b);
+            result = columns_tuple(outs, 2);
         }
     }
     if (hits) release_array(&(struct ArrowArray){.private_data = hits});
@@ -518,12 +533,9 @@ static PyObject *chains(PyObject *self, PyObject *args) {
         goto done;
     }
     chain_parent->length = chain_code->length = count;
-    PyObject *a = column_capsule(row_chain), *b = column_capsule(chain_parent), *c = column_capsule(chain_code);
+    Output *outs[3] = {row_chain, chain_parent, chain_code};
     row_chain = chain_parent = chain_code = NULL;
-    if (a && b && c) result = PyTuple_Pack(3, a, b, c);
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    Py_XDECREF(c);
+    result = columns_tuple(outs, 3);
 done:
     if (row_chain) release_array(&(struct ArrowArray){.private_data = row_chain});
     if (chain_parent) release_array(&(struct ArrowArray){.private_data = chain_parent});
@@ -697,16 +709,8 @@ static PyObject *pixels(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "class code out of range");
         goto done;
     }
-    PyObject *caps[6] = {NULL};
-    int ok = 1;
-    for (int j = 0; j < 6; j++) {
-        out[j]->length = runs;
-        caps[j] = column_capsule(out[j]);
-        out[j] = NULL;
-        ok = ok && caps[j];
-    }
-    if (ok) result = PyTuple_Pack(6, caps[0], caps[1], caps[2], caps[3], caps[4], caps[5]);
-    for (int j = 0; j < 6; j++) Py_XDECREF(caps[j]);
+    for (int j = 0; j < 6; j++) out[j]->length = runs;
+    result = columns_tuple(out, 6);
 done:
     for (int j = 0; j < 6; j++)
         if (out[j]) release_array(&(struct ArrowArray){.private_data = out[j]});

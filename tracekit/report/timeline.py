@@ -92,7 +92,7 @@ def _native_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame
     """`pixel_runs` of a one-lane frame in C; None where it does not apply (several lanes,
     nulls, a window too wide for 64-bit units)."""
     lanes = iv["lane"].unique()
-    if lanes.len() != 1 or lanes.null_count() or iv.select(pl.col("cls", "prio").null_count().sum()).row(0) != (0, 0):
+    if lanes.len() != 1 or lanes.null_count() or iv.select(pl.col("cls", "prio").null_count()).row(0) != (0, 0):
         return None
     start, end = pl.col("start_ns"), pl.col("end_ns")
     body = iv.filter(start.is_not_null() & end.is_not_null() & (end > t0) & (start < t1))
