@@ -1,6 +1,6 @@
 """The loader's benchmark suite: speed, memory, the cache, against baselines in the same run.
 
-    python benchmarks/run.py [--large [PATH]] [--repeat N] [--out FILE] [--hta-python PY]
+    python benchmarks/run.py [--trace PATH] [--large [PATH] | --no-large] [--repeat N] [--out FILE] [--hta-python PY]
 
 Traces: the 54 MB shared trace, and the 1 GB one made by `benchmarks/make_large.py`
 (`--large`, or whenever it exists at its default path). Every way of reading runs in a
@@ -14,6 +14,8 @@ Ways:
   tracekit-serial   tracekit.load(path, workers=0): one thread decodes
   tracekit-python   the Python path only (TRACEKIT_NATIVE=0), with its helper process
   tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
+  reanalysis        tracekit.load(path, cache=True) then analyse(trace, cache=True): both
+                    from the caches an earlier child filled (the trace's and the analysis's)
   msgspec           gunzip + msgspec decode into gc=False structs, args raw: the floor for
                     any loader that must look at every event
   json              gunzip + json.loads (skipped for traces over 200 MB unless --json-large)
@@ -21,6 +23,8 @@ Ways:
                     (HTA is never installed into .venv)
   report            the full `tracekit report TRACE -o r.html --no-cache` in a fresh process:
                     wall time with the process start, and its peak RSS
+  report-cached     `tracekit report TRACE -o r.html --cache` in an empty cache folder (the
+                    first run: it fills the caches), then again (best of the repeats)
 
 Peak RSS: `rss` is the child's own peak; `rss_children` the peak of a helper process (the
 Python path's; it shares the parent's pages at fork, so the two overlap; both reported).
@@ -53,9 +57,12 @@ if way == "tracekit-cli":  # the allocator settings the command line uses (trace
 if way == "tracekit-python":
     import os
     os.environ["TRACEKIT_NATIVE"] = "0"
-if way.startswith("tracekit"):
+if way.startswith("tracekit") or way == "reanalysis":
     import tracekit
     import tracekit.loader  # `import tracekit` is lazy: import the loader before the clock starts
+if way == "reanalysis":
+    from tracekit.analyse import analyse
+    import tracekit.analysis_cache
 elif way == "msgspec":
     import msgspec
     from typing import Any
@@ -69,6 +76,9 @@ elif way == "tracekit-serial":
     n = tracekit.load(path, workers=0).meta.event_count
 elif way == "tracekit-cached":
     n = tracekit.load(path, cache=True, cache_dir=extra["cache_dir"]).meta.event_count
+elif way == "reanalysis":
+    trace = tracekit.load(path, cache=True, cache_dir=extra["cache_dir"])
+    n = analyse(trace, cache=True, cache_dir=extra["cache_dir"]).trace.meta.event_count
 elif way == "json":
     doc = json.loads(read_source(path).data)
     n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
@@ -157,9 +167,14 @@ def bench_trace(path: Path, args: argparse.Namespace) -> dict:
         results["tracekit-cached"] = child(sys.executable, CHILD, path, "tracekit-cached", {"cache_dir": cache_dir},
                                            repeat, timeout)
         results["tracekit-cached"]["first_load_seconds"] = fill.get("seconds")
+        fill = child(sys.executable, CHILD, path, "reanalysis", {"cache_dir": cache_dir}, 1, timeout)
+        results["reanalysis"] = child(sys.executable, CHILD, path, "reanalysis", {"cache_dir": cache_dir},
+                                      repeat, timeout)
+        results["reanalysis"]["first_seconds"] = fill.get("seconds")
     if args.hta_python:
         results["hta"] = child(args.hta_python, HTA_CHILD, path, "hta", {}, 1, timeout)
     results["report"] = report_time(path, repeat)
+    results["report-cached"] = report_time(path, repeat, cached=True)
     return summarise(path, size, results)
 
 
@@ -167,27 +182,38 @@ REPORT_CHILD = r'''
 import json, resource, sys, time
 t0 = time.perf_counter()
 from tracekit.cli.main import main  # sets the allocators up, as the command does
-code = main(["report", sys.argv[1], "-o", sys.argv[2], "--no-cache"])
+code = main(["report", sys.argv[1], "-o", sys.argv[2], sys.argv[3]])
 print(json.dumps({"code": code, "seconds_in_process": time.perf_counter() - t0,
                   "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''
 
 
-def report_time(path: Path, repeat: int = 1) -> dict:
-    """The full `tracekit report` (HTML, no cache): wall time with process start, and peak RSS."""
+def report_time(path: Path, repeat: int = 1, *, cached: bool = False) -> dict:
+    """The full `tracekit report` (HTML): wall time with process start, and peak RSS. Without
+    the cache; or (`cached`) with it, in an empty cache folder: a first run fills it
+    (`first_seconds_with_startup`), then the best of `repeat` runs that read it."""
     best: dict | None = None
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(repeat):
+        env = {**child_env(), "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
+        flag = "--cache" if cached else "--no-cache"
+        first = None
+        for i in range(repeat + (1 if cached else 0)):
             t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(path), str(Path(tmp) / "r.html")],
-                                 capture_output=True, text=True, check=False, timeout=3600, env=child_env())
+            out = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(path), str(Path(tmp) / "r.html"), flag],
+                                 capture_output=True, text=True, check=False, timeout=3600, env=env)
             wall = time.perf_counter() - t0
             if out.returncode:
                 return {"skipped": f"`tracekit report` failed: {out.stderr.strip().splitlines()[-1:]}"}
             r = {**json.loads(out.stdout.strip().splitlines()[-1]), "seconds_with_startup": wall}
+            if cached and i == 0:
+                first = r
+                continue
             if best is None or wall < best["seconds_with_startup"]:
                 best = r
     assert best is not None
+    if first is not None:
+        best["first_seconds_with_startup"] = first["seconds_with_startup"]
+        best["first_rss"] = first["rss"]
     return best
 
 
@@ -196,7 +222,7 @@ def summarise(path: Path, size: int, results: dict[str, dict]) -> dict:
     floor = results.get("msgspec", {})
     js = results.get("json", {})
     for way, r in results.items():
-        if "seconds" not in r or way == "report":
+        if "seconds" not in r or way.startswith("report"):
             continue
         r["mb_per_s"] = size / 1e6 / r["seconds"]
         r["rss_over_json"] = r["rss"] / size
@@ -215,7 +241,7 @@ def show(summary: dict) -> None:
     print(f"{'way':<17}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'helper MB':>11}{'RSS/JSON':>10}"
           f"{'x floor':>9}{'x json':>8}")
     for way, r in summary["ways"].items():
-        if way == "report":
+        if way.startswith("report") or way == "reanalysis":
             continue
         if "seconds" not in r:
             print(f"{way:<17}  {r.get('error') or r.get('skipped')}")
@@ -227,12 +253,24 @@ def show(summary: dict) -> None:
     if cached.get("first_load_seconds"):
         print(f"cache: first load (parse + write) {cached['first_load_seconds']:.3f}s, "
               f"then {cached['seconds']:.3f}s from the cache")
+    again = summary["ways"].get("reanalysis", {})
+    if "seconds" in again:
+        print(f"re-analysis: load + analyse from the caches {again['seconds']:.3f}s "
+              f"(the first, which filled them: {again['first_seconds']:.3f}s)")
+    elif again:
+        print("re-analysis:", again.get("error"))
     rep = summary["ways"].get("report", {})
     if "seconds_with_startup" in rep:
         print(f"report: `tracekit report` took {rep['seconds_with_startup']:.2f}s (process start included), "
               f"peak RSS {rep['rss'] / 1e6:,.0f} MB")
     else:
         print("report:", rep.get("skipped"))
+    rc = summary["ways"].get("report-cached", {})
+    if "seconds_with_startup" in rc:
+        print(f"report, cache on: first run {rc['first_seconds_with_startup']:.2f}s (peak {rc['first_rss'] / 1e6:,.0f} MB), "
+              f"then {rc['seconds_with_startup']:.2f}s (peak {rc['rss'] / 1e6:,.0f} MB)")
+    elif rc:
+        print("report, cache on:", rc.get("skipped"))
 
 
 def main() -> int:
@@ -240,6 +278,7 @@ def main() -> int:
     ap.add_argument("--trace", default=str(TRACE))
     ap.add_argument("--large", nargs="?", const=str(LARGE), default=None,
                     help=f"also the large trace (default {LARGE}; make it with benchmarks/make_large.py)")
+    ap.add_argument("--no-large", action="store_true", help="only --trace, even when the large trace exists")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--large-repeat", type=int, default=1, help="repeats for traces over 200 MB")
     ap.add_argument("--json-large", action="store_true", help="run json.loads on the large trace too (slow, big)")
@@ -247,7 +286,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
     args = ap.parse_args()
     traces = [Path(args.trace)]
-    large = Path(args.large) if args.large else (LARGE if LARGE.exists() else None)
+    large = Path(args.large) if args.large else (LARGE if LARGE.exists() and not args.no_large else None)
     if large is not None:
         if not large.exists():
             print(f"large trace not found: {large} (python benchmarks/make_large.py makes it)", file=sys.stderr)

@@ -36,3 +36,25 @@ def test_ab_compares_a_revision_with_the_working_tree(tmp_path):
     assert "new/base" in run.stdout
     after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True)
     assert after.stdout == before.stdout  # the base's worktree is gone
+
+
+@pytest.mark.slow
+def test_run_measures_every_way_and_both_caches(tmp_path):
+    trace = cross_stream().write(tmp_path / "t.json.gz")
+    out = tmp_path / "results.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--trace", str(trace), "--no-large",
+                          "--repeat", "1", "--out", str(out)], capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stderr
+    [summary] = json.loads(out.read_text())["traces"]
+    ways = summary["ways"]
+    for way in ("tracekit", "tracekit-cli", "tracekit-serial", "tracekit-python", "msgspec", "json",
+                "tracekit-cached", "reanalysis"):
+        assert ways[way]["seconds"] > 0, way
+        if way.startswith("tracekit") or way == "reanalysis":
+            assert ways[way]["events"] == summary["events"] > 0, way
+    assert ways["reanalysis"]["first_seconds"] > 0
+    for way in ("report", "report-cached"):
+        assert ways[way]["code"] == 0 and ways[way]["seconds_with_startup"] > 0, way
+    assert ways["report-cached"]["first_seconds_with_startup"] > 0
+    assert "re-analysis: load + analyse from the caches" in run.stdout
+    assert "report, cache on: first run" in run.stdout

@@ -79,7 +79,8 @@ class Analysis:
 Progress = Callable[[str, int, int], None]
 
 
-def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: Progress | None = None) -> Analysis:
+def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: Progress | None = None,
+            cache: bool = False, cache_dir: str | os.PathLike[str] | None = None) -> Analysis:
     """Run every analysis on `trace` (pure: the trace is not modified).
 
     The analyses run inside `shared.sharing()`: the op tree, launch links and kernel
@@ -87,10 +88,30 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
 
     progress: called as `progress(name, done, total)` as each analysis ends (`name` the one
     that ended; `done` of `total` steps, the shared links first and the findings last), from
-    the thread that ran it.
+    the thread that ran it; once as `progress("cache", 1, 1)` on a cache hit.
+    cache: reuse (and store) the result in `cache_dir` (default: the trace cache's folder,
+        `tracekit.loader.cache.cache_dir`), keyed by the trace's content, the options and
+        tracekit's code (`tracekit.analysis_cache`). Off by default: nothing is written
+        unless asked.
     """
+    opts = options or AnalysisOptions()
+    if not cache:
+        with sharing():
+            return _analyse(trace, opts, _Steps(progress))
+    from tracekit import analysis_cache
+    from tracekit.loader.cache import cache_dir as default_cache_dir
+
+    directory = default_cache_dir(cache_dir)
+    key = analysis_cache.entry_key(trace, opts)
+    hit = analysis_cache.read(directory, key, trace)
+    if hit is not None:
+        if progress is not None:
+            progress("cache", 1, 1)
+        return hit
     with sharing():
-        return _analyse(trace, options or AnalysisOptions(), _Steps(progress))
+        result = _analyse(trace, opts, _Steps(progress))
+    analysis_cache.write(directory, key, result)
+    return result
 
 
 class _Steps:

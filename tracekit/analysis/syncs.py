@@ -120,7 +120,8 @@ def sync_stats(trace: Trace) -> SyncStats:
     syncs = rows.select(list(SYNC_SCHEMA)).cast(SYNC_SCHEMA).sort("ts_ns", "eid")
     by_op = syncs.group_by("op_path", "kind").agg(
         count=pl.len(), sync_ns=pl.col("dur_ns").sum(), gpu_wait_ns=pl.col("gpu_wait_ns").sum(),
-    ).cast(SYNC_BY_OP_SCHEMA).sort(["sync_ns", "count"], descending=True, nulls_last=True)
+    ).cast(SYNC_BY_OP_SCHEMA).sort(["sync_ns", "count", "op_path", "kind"], descending=[True, True, False, False],
+                                   nulls_last=True)  # ties in name order: the same table every run
     return SyncStats(
         syncs=syncs,
         by_op=by_op,

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from tracekit.errors import OutputError
 from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 from tracekit.model import Trace
+
+if TYPE_CHECKING:
+    from tracekit.analyse import Analysis, AnalysisOptions
 
 _trace_arg = click.argument("trace", type=click.Path(dir_okay=False, readable=False, path_type=str))
 _traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str))
@@ -44,12 +47,14 @@ def _remember_cache(ctx: click.Context, _param: click.Parameter, value: bool | N
 
 CACHE_MIN_BYTES = 1024 * 1024  # by default the CLI caches files at least this big
 
-# The CLI caches loaded traces by default (`~/.cache/tracekit`, or `$XDG_CACHE_HOME/tracekit`):
-# commands are often run one after another on the same big trace. Every command taking
-# TRACE gets the flag through `trace_arg`; `load_trace` reads the choice.
+# The CLI caches loaded traces by default (`~/.cache/tracekit`, or `$XDG_CACHE_HOME/tracekit`),
+# and the analyses of the commands that run them all (report, diff): commands are often run
+# one after another on the same big trace. Every command taking TRACE gets the flag through
+# `trace_arg`; `load_trace` and `analyse_trace` read the choice.
 cache_opt = click.option(
     "--cache/--no-cache", default=None, expose_value=False, is_eager=True, callback=_remember_cache,
-    help="Reuse (and store) the loaded trace in the cache folder; default: on for files of 1 MB or more.",
+    help="Reuse (and store) the loaded trace, and its analysis, in the cache folder; default: on for files "
+         "of 1 MB or more.",
 )
 
 
@@ -61,16 +66,8 @@ def load_trace(path: str, *, cache: bool | None = None, status: Status | None = 
 
     The reading shows on `status`; without one, on a status line of its own when stderr is
     a terminal and the file is big."""
-    if cache is None:
-        ctx = click.get_current_context(silent=True)
-        cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = 0  # the load reports the problem
-    if cache is None:
-        cache = size >= CACHE_MIN_BYTES
-    own = status is None and size >= SHOW_READING_BYTES
+    cache = wants_cache(path, cache)
+    own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
     try:
@@ -79,6 +76,31 @@ def load_trace(path: str, *, cache: bool | None = None, status: Status | None = 
     finally:
         if own and status is not None:
             status.close()
+
+
+def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,
+                  status: Status | None = None) -> Analysis:
+    """`analyse` for a command: the analysis is cached when the trace is (`wants_cache`)."""
+    from tracekit.analyse import analyse
+
+    progress = status.analysing if status is not None else None
+    return analyse(trace, options=options, progress=progress, cache=wants_cache(path))
+
+
+def wants_cache(path: str, cache: bool | None = None) -> bool:
+    """`cache`, else the command's `--cache/--no-cache`, else on for files of
+    `CACHE_MIN_BYTES` or more."""
+    if cache is None:
+        ctx = click.get_current_context(silent=True)
+        cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
+    return cache if cache is not None else _size(path) >= CACHE_MIN_BYTES
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # the load reports the problem
 
 
 def max_bytes() -> int:

@@ -8,8 +8,7 @@ import sys
 import click
 
 from tracekit import format as fmt
-from tracekit.analyse import analyse
-from tracekit.cli.common import format_from, load_trace, write_output
+from tracekit.cli.common import analyse_trace, format_from, load_trace, write_output
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
@@ -55,11 +54,11 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
     status = Status(enabled=progress)
     try:
         status.label = "before: "
-        first = analyse(load_trace(before, status=status), progress=status.analysing)
+        first = analyse_trace(load_trace(before, status=status), before, status=status)
         second = first
         if os.path.realpath(after) != os.path.realpath(before):
             status.label = "after: "
-            second = analyse(load_trace(after, status=status), progress=status.analysing)
+            second = analyse_trace(load_trace(after, status=status), after, status=status)
         status.label = ""
         status.step("comparing")
         result = diff_traces(first, second, metric=metric)

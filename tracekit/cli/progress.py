@@ -52,7 +52,8 @@ class Status:
     def analysing(self, name: str, done: int, total: int) -> None:
         """An analysis ended (`done` of `total`)."""
         if self.enabled:
-            self._show(f"analysing: {done}/{total} ({name.replace('_', ' ')} done)", time.monotonic())
+            text = "analysis read from the cache" if name == "cache" else f"{done}/{total} ({name.replace('_', ' ')} done)"
+            self._show(f"analysing: {text}", time.monotonic())
 
     def step(self, text: str) -> None:
         if self.enabled:

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from tracekit.analyse import analyse
-from tracekit.cli.common import format_from, load_trace, trace_arg, write_output
+from tracekit.cli.common import analyse_trace, format_from, load_trace, trace_arg, write_output
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
@@ -41,7 +40,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     status = Status(enabled=progress)
     try:
         loaded = load_trace(trace, status=status)
-        analysis = analyse(loaded, options=options.analysis, progress=status.analysing)
+        analysis = analyse_trace(loaded, trace, options=options.analysis, status=status)
         status.step("building the report")
         model = build_report(loaded, options=options, analysis=analysis)
         status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
