@@ -1,5 +1,3 @@
-import sys
+from tracekit.cli.main import run
 
-from tracekit.cli.main import main
-
-sys.exit(main())
+run()

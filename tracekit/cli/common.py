@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -61,21 +62,50 @@ cache_opt = click.option(
 SHOW_READING_BYTES = 32 * 1024 * 1024  # on a terminal, files this big show how far the reading is
 
 
-def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None) -> Trace:
+def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None,
+               limit: int | None = None) -> Trace:
     """Load a trace for a command, through the cache unless `--no-cache` (or cache=False).
 
     The reading shows on `status`; without one, on a status line of its own when stderr is
-    a terminal and the file is big."""
+    a terminal and the file is big. `limit`: the size limit (default: `max_bytes()`)."""
     cache = wants_cache(path, cache)
     own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
     try:
         progress = partial(status.reading, path) if status is not None and status.enabled else None
-        return load(path, cache=cache, max_bytes=max_bytes(), progress=progress)
+        return load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress)
     finally:
         if own and status is not None:
             status.close()
+
+
+class Loading:
+    """`load_trace` on a thread of its own, so that a command can import what it needs next
+    (the analyses, the report, the templates: 0.1 s) while the trace is read. The command's
+    options are read here, on the command's thread (click's context is per thread).
+    `result()` waits, and raises what the load raised."""
+
+    def __init__(self, path: str, *, status: Status | None = None) -> None:
+        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes()}
+        self._trace: Trace | None = None
+        self._error: BaseException | None = None
+        # a daemon: an interrupted command must not wait for the reading to end
+        self._thread = threading.Thread(target=self._run, name="tracekit-load", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._trace = load_trace(**self._args)
+        except BaseException as exc:  # noqa: BLE001  (handed to the command's thread by result())
+            self._error = exc
+
+    def result(self) -> Trace:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._trace is not None
+        return self._trace
 
 
 def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,

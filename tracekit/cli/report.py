@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import click
 
-from tracekit.cli.common import analyse_trace, format_from, load_trace, trace_arg, write_output
+from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg, write_output
 from tracekit.cli.progress import Status, progress_opt
-from tracekit.render.html import render_html
-from tracekit.render.json import render_json
-from tracekit.render.markdown import render_markdown
-from tracekit.report.build import ReportOptions, build_report
 
-RENDERERS = {"html": render_html, "md": lambda r: render_markdown(r, tables=("kernels", "ops", "gaps", "attention-calls")),
-             "json": render_json}
+FORMATS = ("html", "json", "md")
 
 
 @click.command()
 @trace_arg
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
               help="Where to write the report (default: stdout for md/json, TRACE-NAME.html for html).")
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="html (default, or from the -o suffix), md (GitHub Markdown for a PR comment) or json.")
 @click.option("--zoom", metavar="WINDOW", help="Also draw the timeline of this window (e.g. ProfilerStep#3); "
               "default: the median profiler step.")
@@ -36,15 +34,21 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     opens from disk, a CI artifact or an email attachment.
     """
     kind = fmt or format_from(output)
-    options = ReportOptions(redact=not no_redact, top=top, zoom=zoom)
     status = Status(enabled=progress)
     try:
-        loaded = load_trace(trace, status=status)
+        loading = Loading(trace, status=status)
+        # imported while the trace is read (they are not needed before)
+        import tracekit.analyse  # noqa: F401  (the analyses, run below)
+        from tracekit.report.build import ReportOptions, build_report
+
+        render = _renderer(kind)
+        options = ReportOptions(redact=not no_redact, top=top, zoom=zoom)
+        loaded = loading.result()
         analysis = analyse_trace(loaded, trace, options=options.analysis, status=status)
         status.step("building the report")
         model = build_report(loaded, options=options, analysis=analysis)
         status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
-        text = RENDERERS[kind](model)
+        text = render(model)
     finally:
         status.close()
     if output is None and kind != "html":
@@ -53,6 +57,20 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     path = output or _default_name(trace)
     write_output(path, text)
     click.echo(f"wrote {path}", err=True)
+
+
+def _renderer(kind: str) -> Callable[[Any], str]:
+    if kind == "html":
+        from tracekit.render.html import render_html
+
+        return render_html
+    if kind == "md":
+        from tracekit.render.markdown import render_markdown
+
+        return partial(render_markdown, tables=("kernels", "ops", "gaps", "attention-calls"))
+    from tracekit.render.json import render_json
+
+    return render_json
 
 
 def _default_name(trace: str) -> str:
