@@ -17,10 +17,13 @@ reading imports only classes of the `tracekit` package, only dataclasses and Enu
 sets only their declared fields. An entry is written into a temporary folder and renamed
 into place; one that cannot be read back is ignored (and replaced by the next write).
 
+Entries count towards the cache folder's size limit, with the traces' own (least recently
+used first: `tracekit.loader.cache.prune`).
+
 Not cached: an `Analysis` with notes (an analysis that failed may not fail next time: a
 lack of memory, say), one that keeps the critical path's dependency graph
 (`AnalysisOptions.keep_graph`), or one that holds any other kind of value (`Unstorable`).
-Nothing is evicted: delete the folder (`tracekit.loader.cache.clear`) to reclaim the space.
+`tracekit.loader.cache.clear` (or deleting the folder) empties both caches.
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.loader import cache as loader_cache
 from tracekit.model import Trace
 
 FORMAT = "1"  # bump when the entry layout changes
-SUBDIR = "analyses"
+SUBDIR = loader_cache.ANALYSES
 TREE = "analysis.json"
 ROW = "__tracekit_row"
 COMPRESSION = "zstd"  # 54 MB trace: 4.9 MB of frames (lz4 11.8 MB, none 68 MB), read back in 0.06 s
@@ -107,6 +111,7 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
         # one plan for all: Polars reads (and unpacks) the files in parallel
         frames = pl.collect_all([pl.scan_ipc(entry / f"f{i}.arrow") for i in range(doc["frames"])])
         analysis = _decode(doc["tree"], frames)
+        loader_cache.touch(entry)
         return dataclasses.replace(analysis, trace=trace)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ImportError,
             pl.exceptions.PolarsError):
@@ -136,6 +141,7 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
             os.rename(tmp, final)
         except OSError:  # another process stored it first
             shutil.rmtree(tmp, ignore_errors=True)
+        loader_cache.prune(directory, keep=final)
         return True
     except (OSError, Unstorable, ValueError, pl.exceptions.PolarsError):
         if tmp is not None:

@@ -37,6 +37,23 @@ def size(n: int | None) -> str:
     return f"{v:.1f} TB"
 
 
+SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """A byte count from text: `10000000`, `512M`, `2G`, `1.5GiB` (K/M/G/T are powers of
+    1024); ValueError for anything else, or a negative size."""
+    body = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1:] if body[-1:] in SIZE_UNITS else ""
+    try:
+        value = int(float(body[: len(body) - len(unit)]) * SIZE_UNITS[unit])
+    except (ValueError, OverflowError):
+        raise ValueError(f"{text!r} is not a size (e.g. 10000000, 512M, 2G)") from None
+    if value < 0:
+        raise ValueError(f"{text!r}: a size cannot be negative")
+    return value
+
+
 def count(n: int | float | str | None) -> str:
     if n is None:
         return "–"

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+from tracekit.format import parse_size
+
 MAX_BYTES_KEY = "tracekit.max_bytes"  # ctx.meta key set by a command's --max-bytes
 MAX_BYTES_HELP = ("Refuse a trace whose JSON (decompressed) is larger than SIZE, e.g. 512M or 2G "
                   "(default: 16G, or 75% of physical memory where that is less).")
@@ -20,12 +21,10 @@ class Size(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
-        unit = text[-1:] if text[-1:] in _UNITS else ""
         try:
-            size = int(float(text[: len(text) - len(unit)]) * _UNITS[unit])
-        except (ValueError, OverflowError):
-            self.fail(f"{value!r} is not a size (e.g. 10000000, 512M, 2G)", param, ctx)
+            size = parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
         if size <= 0:
             self.fail(f"{value!r}: the size must be positive", param, ctx)
         return size

@@ -7,7 +7,12 @@ change to them invalidates every entry). An entry is written into a temporary fo
 renamed into place, so a reader never sees half of one. An entry that cannot be read
 back, or does not match the model's schemas, is ignored (and replaced by the next write).
 
-Nothing is ever evicted: delete the folder to reclaim the space.
+The folder has a size limit, shared with the analysis cache's entries (`analyses/`):
+after each write, the least recently used entries (by the folder's modification time,
+which a read refreshes) are deleted until the rest fit (`size_limit`: 4 GiB, or
+`$TRACEKIT_CACHE_MAX`, e.g. `20G`; `0` for no limit). The entry just written is never
+deleted, and nothing but entries is: folders named by a key holding an entry's files,
+and temporary folders that crashed writers left behind (after an hour).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,8 +30,14 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from tracekit.format import parse_size
 from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, SCHEMAS, THREADS_SCHEMA, Trace, TraceMeta
 
+ANALYSES = "analyses"  # the analysis cache's entries (`tracekit.analysis_cache`)
+LIMIT_ENV = "TRACEKIT_CACHE_MAX"
+DEFAULT_LIMIT = 4 * 1024**3
+STALE_TMP_S = 3600  # a writer's temporary folder this old is left over from a crash
+KEY_LENGTH = 32
 LOADER_VERSION = "2"  # bump when the loader's output changes in a way the source hash cannot see
 EDGE_BYTES = 64 * 1024
 META_FRAMES = {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
@@ -91,6 +103,7 @@ def read(directory: Path, key: str | None, *, path: str) -> Trace | None:
         for name, schema in META_FRAMES.items():
             meta[name] = _read_frame(entry / f"meta_{name}.parquet", schema)
         meta["path"] = path
+        touch(entry)
         return Trace(**frames, meta=TraceMeta(**meta))
     except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError, pl.exceptions.PolarsError):
         return None
@@ -129,11 +142,97 @@ def write(directory: Path, key: str | None, trace: Trace) -> bool:
             os.rename(tmp, final)
         except OSError:  # another process stored it first
             shutil.rmtree(tmp, ignore_errors=True)
+        prune(directory, keep=final)
         return True
     except (OSError, TypeError, msgspec.EncodeError, pl.exceptions.PolarsError):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         return False
+
+
+def size_limit() -> int | None:
+    """The cache folder's size limit in bytes: `$TRACEKIT_CACHE_MAX` (`20G`, `512M`, ...;
+    `0` or `none`: no limit), else `DEFAULT_LIMIT` (also when the variable cannot be read
+    as a size)."""
+    text = os.environ.get(LIMIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LIMIT
+    if text.lower() in ("0", "none", "off"):
+        return None
+    try:
+        return parse_size(text) or None
+    except ValueError:
+        return DEFAULT_LIMIT
+
+
+def touch(entry: Path) -> None:
+    """Mark an entry as just used (its folder's modification time): pruning goes by it."""
+    try:
+        os.utime(entry)
+    except OSError:  # a read-only cache still serves
+        pass
+
+
+def prune(directory: Path, *, keep: Path | None = None, limit: int | None | bool = True) -> int:
+    """Delete the least recently used entries of both caches until the rest take at most
+    `limit` bytes (True: `size_limit()`; None: no limit), never `keep`; and temporary
+    folders older than `STALE_TMP_S`. Returns the bytes freed."""
+    limit = size_limit() if limit is True else limit
+    entries, freed, now = [], 0, time.time()
+    for folder in (directory, directory / ANALYSES):
+        try:
+            items = list(os.scandir(folder))
+        except OSError:
+            continue
+        for item in items:
+            if not item.is_dir(follow_symlinks=False):
+                continue
+            path = Path(item.path)
+            try:
+                mtime = item.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+            if item.name.startswith(".tmp-"):
+                if now - mtime > STALE_TMP_S:
+                    freed += _remove(path)
+            elif _is_entry(path):
+                entries.append((mtime, _size(path), path))
+    if limit is None:
+        return freed
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries, key=lambda e: e[0]):  # the least recently used first
+        if total <= limit:
+            break
+        if keep is not None and path == keep:
+            continue
+        freed += _remove(path)
+        total -= size
+    return freed
+
+
+def _is_entry(path: Path) -> bool:
+    """A folder named by a key that holds an entry's index file (never anything else)."""
+    name = path.name
+    if len(name) != KEY_LENGTH or any(c not in "0123456789abcdef" for c in name):
+        return False
+    return (path / "meta.json").is_file() or (path / "analysis.json").is_file()
+
+
+def _size(path: Path) -> int:
+    total = 0
+    try:
+        for item in os.scandir(path):
+            if item.is_file(follow_symlinks=False):
+                total += item.stat(follow_symlinks=False).st_size
+    except OSError:
+        pass
+    return total
+
+
+def _remove(path: Path) -> int:
+    size = _size(path)
+    shutil.rmtree(path, ignore_errors=True)
+    return size if not path.exists() else 0
 
 
 def clear(directory: str | os.PathLike[str] | None = None) -> None:
