@@ -34,7 +34,6 @@ import hashlib
 import importlib
 import json
 import math
-import os
 import platform
 import shutil
 import struct
@@ -134,14 +133,7 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
             frame.write_ipc(tmp / f"f{i}.arrow", compression=COMPRESSION)
         doc = {"key": key, "version": code_version(), "frames": len(frames), "tree": tree}
         (tmp / TREE).write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
-        final = base / key
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process stored it first
-            shutil.rmtree(tmp, ignore_errors=True)
-        loader_cache.prune(directory, keep=final)
+        loader_cache.publish(tmp, base / key, directory)
         return True
     except (OSError, Unstorable, ValueError, pl.exceptions.PolarsError):
         if tmp is not None:

@@ -135,19 +135,24 @@ def write(directory: Path, key: str | None, trace: Trace) -> bool:
                 meta[name] = value
         info = {"key": key, "version": code_version(), "meta": meta}
         (tmp / "meta.json").write_bytes(msgspec.json.encode(info))
-        final = directory / key
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process stored it first
-            shutil.rmtree(tmp, ignore_errors=True)
-        prune(directory, keep=final)
+        publish(tmp, directory / key, directory)
         return True
     except (OSError, TypeError, msgspec.EncodeError, pl.exceptions.PolarsError):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         return False
+
+
+def publish(tmp: Path, final: Path, directory: Path) -> None:
+    """Put a finished entry written in `tmp` in place as `final` (replacing an older one),
+    then prune the cache `directory` down to its limit, `final` kept."""
+    if final.exists():
+        shutil.rmtree(final, ignore_errors=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process stored it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    prune(directory, keep=final)
 
 
 def size_limit() -> int | None:
