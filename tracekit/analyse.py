@@ -95,22 +95,21 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
         unless asked.
     """
     opts = options or AnalysisOptions()
-    if not cache:
-        with sharing():
-            return _analyse(trace, opts, _Steps(progress))
-    from tracekit import analysis_cache
-    from tracekit.loader.cache import cache_dir as default_cache_dir
+    if cache:
+        from tracekit import analysis_cache
+        from tracekit.loader.cache import cache_dir as default_cache_dir
 
-    directory = default_cache_dir(cache_dir)
-    key = analysis_cache.entry_key(trace, opts)
-    hit = analysis_cache.read(directory, key, trace)
-    if hit is not None:
-        if progress is not None:
-            progress("cache", 1, 1)
-        return hit
+        directory = default_cache_dir(cache_dir)
+        key = analysis_cache.entry_key(trace, opts)
+        hit = analysis_cache.read(directory, key, trace)
+        if hit is not None:
+            if progress is not None:
+                progress("cache", 1, 1)
+            return hit
     with sharing():
         result = _analyse(trace, opts, _Steps(progress))
-    analysis_cache.write(directory, key, result)
+    if cache:
+        analysis_cache.write(directory, key, result)
     return result
 
 

@@ -62,14 +62,9 @@ class Unstorable(TypeError):
 def code_version() -> str:
     """A hash of tracekit's installed source and compiled files (any edit or upgrade
     invalidates every entry), the entry format, and the Polars and Python versions."""
-    h = hashlib.sha256(f"{FORMAT}\0{pl.__version__}\0{platform.python_version()}\0".encode())
     root = Path(__file__).resolve().parent
     files = sorted(f for suffix in ("*.py", "*.c", "*.h", "*.so", "*.pyd") for f in root.rglob(suffix))
-    for f in files:
-        h.update(str(f.relative_to(root)).encode())
-        h.update(b"\0")
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    return loader_cache.files_digest(f"{FORMAT}\0{pl.__version__}\0{platform.python_version()}", files, root)
 
 
 def entry_key(trace: Trace, options: Any) -> str | None:

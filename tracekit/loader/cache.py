@@ -23,6 +23,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -57,10 +58,18 @@ def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def code_version() -> str:
     """LOADER_VERSION plus a hash of the loader package's and the model's source (the
     native scanner's C source too, where it is shipped)."""
-    h = hashlib.sha256(LOADER_VERSION.encode())
     here = Path(__file__).resolve().parent
-    for f in [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py"]:
-        h.update(f.name.encode())
+    files = [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py"]
+    return files_digest(LOADER_VERSION, files, here.parent)
+
+
+def files_digest(seed: str, files: Iterable[Path], root: Path) -> str:
+    """A short hash of `seed` and of each file's path (relative to `root`) and bytes: the
+    version of the code an entry was made by."""
+    h = hashlib.sha256(seed.encode())
+    for f in files:
+        h.update(str(f.relative_to(root)).encode())
+        h.update(b"\0")
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -199,7 +208,7 @@ def prune(directory: Path, *, keep: Path | None = None, limit: int | None | bool
                 continue
             if item.name.startswith(".tmp-"):
                 if now - mtime > STALE_TMP_S:
-                    freed += _remove(path)
+                    freed += _remove(path, _size(path))
             elif _is_entry(path):
                 entries.append((mtime, _size(path), path))
     if limit is None:
@@ -210,7 +219,7 @@ def prune(directory: Path, *, keep: Path | None = None, limit: int | None | bool
             break
         if keep is not None and path == keep:
             continue
-        freed += _remove(path)
+        freed += _remove(path, size)
         total -= size
     return freed
 
@@ -234,8 +243,8 @@ def _size(path: Path) -> int:
     return total
 
 
-def _remove(path: Path) -> int:
-    size = _size(path)
+def _remove(path: Path, size: int) -> int:
+    """Delete a folder of `size` bytes; the bytes freed (0 when it could not go)."""
     shutil.rmtree(path, ignore_errors=True)
     return size if not path.exists() else 0
 
