@@ -58,10 +58,10 @@ def test_analyse_reports_each_analysis_once(tmp_path):
     calls: list[tuple[str, int, int]] = []
     analyse(trace, progress=lambda *a: calls.append(a))
     names = [name for name, _, _ in calls]
-    assert [done for _, done, _ in calls] == list(range(1, 19))
-    assert {total for _, _, total in calls} == {18}
-    assert names[0] == "links" and names[-1] == "findings" and len(set(names)) == 18
-    assert {"critical_path", "gaps", "attribution", "attention", "roofline", "occupancy"} <= set(names)
+    assert [done for _, done, _ in calls] == list(range(1, 20))
+    assert {total for _, _, total in calls} == {19}
+    assert names[0] == "links" and names[-1] == "findings" and len(set(names)) == 19
+    assert {"critical_path", "gaps", "attribution", "attention", "roofline", "occupancy", "step_timeline"} <= set(names)
 
 
 class _Terminal(io.StringIO):
@@ -104,9 +104,9 @@ def test_report_command_progress_flag(tmp_path, capsys):
     assert main(["report", str(path), "--progress", "-o", str(tmp_path / "r.html")]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == f"reading t.json: 100 % of {tracekit.format.size(path.stat().st_size)}"
-    assert lines[1:19] == [line for line in lines[1:19] if line.startswith("analysing: ")]
-    assert lines[18] == "analysing: 18/18 (findings done)"
-    assert lines[19:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
+    assert lines[1:20] == [line for line in lines[1:20] if line.startswith("analysing: ")]
+    assert lines[19] == "analysing: 19/19 (findings done)"
+    assert lines[20:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0  # not a terminal: no status
     assert capsys.readouterr().err.splitlines() == [f"wrote {tmp_path / 'r.html'}"]
 
@@ -127,8 +127,8 @@ def test_diff_command_progress_names_each_trace(tmp_path, capsys, monkeypatch):
     assert main(["diff", str(before), str(after), "--progress", "-o", str(tmp_path / "d.html")]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("before: reading before.json: 100 % of ")
-    assert lines[1:19] == [f"before: analysing: {i}/18 ({name})" for i, name in
-                           enumerate((line.split("(", 1)[1][:-1] for line in lines[1:19]), 1)]
-    assert lines[19].startswith("after: reading after.json: 100 % of ")
-    assert lines[20:38] == [line for line in lines[20:38] if line.startswith("after: analysing: ")]
-    assert lines[38:] == ["comparing", f"wrote {tmp_path / 'd.html'}"]
+    assert lines[1:20] == [f"before: analysing: {i}/19 ({name})" for i, name in
+                           enumerate((line.split("(", 1)[1][:-1] for line in lines[1:20]), 1)]
+    assert lines[20].startswith("after: reading after.json: 100 % of ")
+    assert lines[21:40] == [line for line in lines[21:40] if line.startswith("after: analysing: ")]
+    assert lines[40:] == ["comparing", f"wrote {tmp_path / 'd.html'}"]

@@ -174,3 +174,32 @@ def test_breakdown_sums_to_span(rows, names) -> None:
     assert tl.busy_ns <= tl.span_ns
 
 # Real traces: tests/test_gaps.py::test_real_trace checks busy time against an independent union.
+
+
+_windows_st = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 120), st.integers(0, 60)), min_size=1, max_size=40)
+_work_st = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 150), st.integers(0, 30)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_work_st, _windows_st)
+def test_windowed_pairs_the_same_rows_by_plain_and_inequality_join(work_rows, window_rows) -> None:
+    """`windowed` pairs rows with few windows per device by a plain join and with many by an
+    inequality join: both give the same pairs (zero-length rows and windows, touching ends,
+    devices without windows included)."""
+    from tracekit.analysis import timeline as tl
+
+    work = pl.DataFrame(
+        [(i, "kernel", f"k{i}", d, 7, s, s + n) for i, (d, s, n) in enumerate(work_rows)],
+        schema=tl.WORK_SCHEMA, orient="row")
+    bounds = pl.DataFrame(
+        [(100 + i, f"w{i}", d, s, s + n) for i, (d, s, n) in enumerate(window_rows)],
+        schema=tl.BOUNDS_SCHEMA, orient="row")
+    keys = ["eid", "window_eid"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tl, "FEW_WINDOWS", 0)
+        unequal = tl.windowed(work, bounds).sort(keys)
+    plain = tl.windowed(work, bounds).sort(keys)
+    assert plain.equals(unequal)
+    expected = sorted((w[0], b[0]) for w in work.rows() for b in bounds.rows()
+                      if w[3] == b[2] and ((w[5] < b[4] and w[6] > b[3]) or (w[5] == w[6] and b[3] <= w[5] <= b[4])))
+    assert plain.select(keys).rows() == expected

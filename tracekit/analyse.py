@@ -165,6 +165,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
         classes=lambda: taxonomy.class_table(trace.gpu, include_memory=True),
         tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
         occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
+        step_timeline=lambda: _steps_timeline(trace),  # for the findings only (not an Analysis field)
     )
     steps.total = len(tasks) + 2  # the shared links (done), the tasks, the findings
     steps.end("links")
@@ -172,12 +173,14 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
     later = {name: tasks.pop(name) for name in HEAVY} if _frames_bytes(trace) >= PHASED_BYTES else {}
     done = {**_run_all(steps.wrap(tasks), workers=workers), **_run_all(steps.wrap(later), workers=workers)}
     path, whatifs = done.pop("critical_path")
+    step_bounds, step_timeline = done.pop("step_timeline")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
     core = {**done, "launches": launches}
     scenarios = {w.scenario: w for w in whatifs}
     seed = {"nested": ops, "launches": calls, "timeline": core["timeline"], "gaps": core["gaps"],
             "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra,
-            "no_launch_overhead": scenarios.get("no_launch_overhead")}
+            "no_launch_overhead": scenarios.get("no_launch_overhead"), "step_bounds": step_bounds,
+            "step_timeline": step_timeline}
     findings = _optional("findings", trace, opts, notes["findings"], {**shared, "seed": seed})
     steps.end("findings")
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
@@ -213,6 +216,15 @@ def _physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):  # not POSIX
         return None
+
+
+def _steps_timeline(trace: Trace) -> tuple[pl.DataFrame | None, Any]:
+    """The profiler steps and the timeline in them, which the findings read (computed with
+    the other analyses rather than after them, when the findings run alone)."""
+    from tracekit.findings.context import step_bounds, step_timeline
+
+    bounds = step_bounds(trace)
+    return bounds, step_timeline(trace, bounds)
 
 
 def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],

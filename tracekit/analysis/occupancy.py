@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.analysis.shared import remember
+
 # Max resident blocks per SM, CUDA C++ Programming Guide, "Technical Specifications per
 # Compute Capability" (also cuda_occupancy.h for 3.x-8.x). Keys are major * 10 + minor.
 MAX_BLOCKS_PER_SM: dict[int, int] = {
@@ -186,8 +188,13 @@ def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     """Per kernel launch: theoretical occupancy (0..1), its limiting factor, Kineto's figure.
 
     `gpu` is a frame with `tracekit.model.GPU_SCHEMA` columns (only `cat == "kernel"` rows
-    are used); `devices` is `trace.meta.devices`. Rows keep the order of `gpu`.
+    are used); `devices` is `trace.meta.devices`. Rows keep the order of `gpu`. Computed
+    once per pair of frames inside `shared.sharing()` (the table and the findings both read it).
     """
+    return remember("occupancy", (gpu, devices), lambda: _occupancy(gpu, devices))
+
+
+def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     computable = _computable()
     frame = (
         _kernels(gpu)

@@ -69,6 +69,10 @@ def device_bounds(work: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl
     return out.select(list(BOUNDS_SCHEMA)).cast(BOUNDS_SCHEMA).sort("device", "window_start_ns")
 
 
+FEW_WINDOWS = 32  # windows per device up to which `windowed` pairs rows by a plain join (an
+# inequality join took 16 ms for 22k kernels in 5 profiler steps, the plain join under 2 ms)
+
+
 def windowed(work: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """Work rows paired with the windows of their device, clipped to them.
 
@@ -76,7 +80,8 @@ def windowed(work: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """
     if work.is_empty() or bounds.is_empty():
         return pl.DataFrame(schema={**WORK_SCHEMA, **BOUNDS_SCHEMA})
-    if bounds["device"].is_unique().all():  # one window per device (its span): a plain join
+    per_device = bounds.group_by("device").len()["len"].max()
+    if per_device <= FEW_WINDOWS:  # each row against each window of its device: a plain join
         pairs = work.join(bounds, on="device", how="inner", maintain_order="left").filter(
             (pl.col("ts_ns") <= pl.col("window_end_ns")) & (pl.col("end_ns") >= pl.col("window_start_ns")))
     else:

@@ -30,6 +30,19 @@ I64, STR = pl.Int64, pl.String
 _NOT_WINDOW = ["trace", "overhead", "gpu_user_annotation"]
 
 
+def step_bounds(trace: Trace) -> pl.DataFrame | None:
+    """`ProfilerStep#N` windows (windows.BOUNDS_SCHEMA), None when the trace has none."""
+    bounds = _windows.window_bounds(trace, "ProfilerStep")
+    return bounds if bounds.height else None
+
+
+def step_timeline(trace: Trace, bounds: pl.DataFrame | None = None) -> _timeline.Timeline | None:
+    """Busy/idle in the profiler steps (`bounds`, default `step_bounds(trace)`); None
+    without steps (`Context.step_timeline` then takes the device span's timeline)."""
+    bounds = step_bounds(trace) if bounds is None else bounds
+    return None if bounds is None else _timeline.timeline(trace, windows=bounds, window_label="ProfilerStep")
+
+
 class Context:
     """One trace and its shared analyses (see the module docstring)."""
 
@@ -83,8 +96,7 @@ class Context:
     @cached_property
     def step_bounds(self) -> pl.DataFrame | None:
         """`ProfilerStep#N` windows (windows.BOUNDS_SCHEMA), None when the trace has none."""
-        bounds = _windows.window_bounds(self.trace, "ProfilerStep")
-        return bounds if bounds.height else None
+        return step_bounds(self.trace)
 
     @cached_property
     def timeline(self) -> _timeline.Timeline:
@@ -93,9 +105,7 @@ class Context:
     @cached_property
     def step_timeline(self) -> _timeline.Timeline:
         """Busy/idle in the profiler steps (the TB plugin's window), else the device span."""
-        if self.step_bounds is None:
-            return self.timeline
-        return _timeline.timeline(self.trace, windows=self.step_bounds, window_label="ProfilerStep")
+        return step_timeline(self.trace, self.step_bounds) if self.step_bounds is not None else self.timeline
 
     @cached_property
     def gaps(self) -> _gaps.Gaps:

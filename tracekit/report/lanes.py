@@ -8,7 +8,6 @@ from tracekit.analysis.gaps import BLOCKING_CALL
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import Trace
 
-LAUNCH_CALLS = r"(?i)^(cuda|hip)(Launch|GraphLaunch|ExtLaunch|ExtModuleLaunch|ModuleLaunch|Memcpy.*Async|Memset.*Async)|^cuLaunch"
 IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
 
 
@@ -46,11 +45,12 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
         & (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     rt = trace.runtime.select("name", "pid", "tid", "ts_ns", "end_ns").filter(
         (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
-    rt = rt.with_columns(
-        cls=pl.when(pl.col("name").str.contains(BLOCKING_CALL) & ~pl.col("name").str.contains("Async")).then(pl.lit("sync"))
-        .when(pl.col("name").str.contains(LAUNCH_CALLS)).then(pl.lit("launch"))
-        .otherwise(pl.lit("launch")),
-    ).with_columns(prio=pl.when(pl.col("cls") == "sync").then(3).otherwise(2))
+    # runtime calls are launches unless they block; the patterns run on the distinct names
+    name = pl.col("name")
+    blocking = rt.select(name.unique()).filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async"))["name"]
+    sync = name.is_in(blocking.implode())
+    rt = rt.with_columns(cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
+                         prio=pl.when(sync).then(3).otherwise(2))
     frames = [
         ops.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns", cls=pl.lit("cpu"), prio=pl.lit(1, pl.Int64)),
         rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns", "cls", pl.col("prio").cast(pl.Int64)),
