@@ -53,15 +53,19 @@ def test_load_without_progress_and_from_the_cache_calls_nothing(tmp_path):
     assert len(calls) == first  # a cache hit reads nothing
 
 
+STEPS = 19  # 18 analyses, the findings
+
+
 def test_analyse_reports_each_analysis_once(tmp_path):
     trace = gpu_bound().load(tmp_path)
     calls: list[tuple[str, int, int]] = []
     analyse(trace, progress=lambda *a: calls.append(a))
     names = [name for name, _, _ in calls]
-    assert [done for _, done, _ in calls] == list(range(1, 20))
-    assert {total for _, _, total in calls} == {19}
-    assert names[0] == "links" and names[-1] == "findings" and len(set(names)) == 19
-    assert {"critical_path", "gaps", "attribution", "attention", "roofline", "occupancy", "step_timeline"} <= set(names)
+    assert [done for _, done, _ in calls] == list(range(1, STEPS + 1))
+    assert {total for _, _, total in calls} == {STEPS}
+    assert names[-1] == "findings" and len(set(names)) == STEPS
+    assert {"critical_path", "gaps", "attribution", "attention", "roofline", "occupancy", "step_timeline",
+            "launches", "compile"} <= set(names)
 
 
 class _Terminal(io.StringIO):
@@ -104,9 +108,9 @@ def test_report_command_progress_flag(tmp_path, capsys):
     assert main(["report", str(path), "--progress", "-o", str(tmp_path / "r.html")]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == f"reading t.json: 100 % of {tracekit.format.size(path.stat().st_size)}"
-    assert lines[1:20] == [line for line in lines[1:20] if line.startswith("analysing: ")]
-    assert lines[19] == "analysing: 19/19 (findings done)"
-    assert lines[20:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
+    assert lines[1:STEPS + 1] == [line for line in lines[1:STEPS + 1] if line.startswith("analysing: ")]
+    assert lines[STEPS] == f"analysing: {STEPS}/{STEPS} (findings done)"
+    assert lines[STEPS + 1:] == ["building the report", "writing the HTML report", f"wrote {tmp_path / 'r.html'}"]
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0  # not a terminal: no status
     assert capsys.readouterr().err.splitlines() == [f"wrote {tmp_path / 'r.html'}"]
 
@@ -127,8 +131,9 @@ def test_diff_command_progress_names_each_trace(tmp_path, capsys, monkeypatch):
     assert main(["diff", str(before), str(after), "--progress", "-o", str(tmp_path / "d.html")]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("before: reading before.json: 100 % of ")
-    assert lines[1:20] == [f"before: analysing: {i}/19 ({name})" for i, name in
-                           enumerate((line.split("(", 1)[1][:-1] for line in lines[1:20]), 1)]
-    assert lines[20].startswith("after: reading after.json: 100 % of ")
-    assert lines[21:40] == [line for line in lines[21:40] if line.startswith("after: analysing: ")]
-    assert lines[40:] == ["comparing", f"wrote {tmp_path / 'd.html'}"]
+    n = STEPS
+    assert lines[1:n + 1] == [f"before: analysing: {i}/{n} ({name})" for i, name in
+                              enumerate((line.split("(", 1)[1][:-1] for line in lines[1:n + 1]), 1)]
+    assert lines[n + 1].startswith("after: reading after.json: 100 % of ")
+    assert lines[n + 2:2 * n + 2] == [line for line in lines[n + 2:2 * n + 2] if line.startswith("after: analysing: ")]
+    assert lines[2 * n + 2:] == ["comparing", f"wrote {tmp_path / 'd.html'}"]

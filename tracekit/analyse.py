@@ -1,8 +1,9 @@
 """Every analysis of one trace, run once: the bundle that reports, diffs and batches read.
 
-`analyse(trace)` calls the pure analysis functions in dependency order, sharing the
-expensive intermediate frames (op tree, launch links, kernel taxonomy) between them (passed
-down, or remembered by `shared.sharing()`), and returns an `Analysis` holding each result.
+`analyse(trace)` calls the pure analysis functions, sharing the expensive intermediate
+frames (op tree, launch links, kernel taxonomy) between them (remembered by
+`shared.sharing()`: the first analysis that needs one computes it, the others reuse it or
+wait for it), and returns an `Analysis` holding each result.
 Nothing here formats or prints.
 
 The independent analyses run on two threads (`workers_for`: one when two at once could need
@@ -87,7 +88,7 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
     taxonomy that several of them derive on their own are computed once.
 
     progress: called as `progress(name, done, total)` as each analysis ends (`name` the one
-    that ended; `done` of `total` steps, the shared links first and the findings last), from
+    that ended; `done` of `total` steps, the findings last), from
     the thread that ran it; once as `progress("cache", 1, 1)` on a cache hit.
     cache: reuse (and store) the result in `cache_dir` (default: the trace cache's folder,
         `tracekit.loader.cache.cache_dir`), keyed by the trace's content, the options and
@@ -139,52 +140,56 @@ class _Steps:
 
 
 def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
-    ops = cpu_ops(trace)
-    calls = launch_ops(trace, ops=ops)
-    links = gpu_links(trace, launches=calls)
-    launches = launch_stats(trace, calls=calls, gpu=links)
-    shared = {"ops": ops, "calls": calls, "links": links}
     notes: dict[str, list[str]] = {name: [] for name in OPTIONAL}
-    # independent analyses, longest first, on `workers` threads: Polars releases the GIL
-    # while it works, so the second core is used; each result is the same whatever the order
+    # independent analyses on `workers` threads: Polars releases the GIL while it works, so
+    # the second core is used; each result is the same whatever the order. The shared
+    # links (op tree, launch calls, GPU links) are computed by the first task that asks
+    # (the critical path, the longest, started first) while the second thread runs the
+    # analyses that do not need them; any other task that asks meanwhile waits for them.
     tasks: dict[str, Callable[[], Any]] = {
-        "critical_path": lambda: _path_and_whatifs(trace, opts, notes, shared),
-        **{name: partial(_optional, name, trace, opts, notes[name], shared) for name in ("attention", "roofline")},
+        "critical_path": lambda: _path_and_whatifs(trace, opts, notes),
+        # without the links
+        "timeline": lambda: timeline(trace),
+        "breakdown": lambda: breakdown(trace),
+        "syncs": lambda: sync_stats(trace),
+        "copies": lambda: copy_stats(trace),
+        "memory": lambda: memory_stats(trace),
+        "kernels": lambda: taxonomy.kernel_table(trace.gpu),
+        "classes": lambda: taxonomy.class_table(trace.gpu, include_memory=True),
+        "tensor_core_share": lambda: taxonomy.tensor_core_share(trace.gpu),
+        "occupancy": lambda: occupancy_table(trace.gpu, trace.meta.devices),
+        "step_timeline": lambda: _steps_timeline(trace),  # for the findings only (not an Analysis field)
+        # with them
+        **{name: partial(_optional, name, trace, opts, notes[name], {}) for name in ("attention", "roofline")},
+        "gaps": lambda: gaps(trace, min_gap_ns=opts.min_gap_ns, links=_links(trace)),
+        "attribution": lambda: attribute(trace),
+        "windows": lambda: windows(trace, links=_links(trace)),
+        "launches": lambda: launch_stats(trace, calls=launch_ops(trace), gpu=_links(trace)),
+        "compile": lambda: compile_stats(trace),  # (reads the same launch statistics: shared)
     }
-    tasks.update(
-        gaps=lambda: gaps(trace, min_gap_ns=opts.min_gap_ns, links=links),
-        timeline=lambda: timeline(trace),
-        breakdown=lambda: breakdown(trace),
-        windows=lambda: windows(trace, links=links),
-        attribution=lambda: attribute(trace),
-        syncs=lambda: sync_stats(trace),
-        copies=lambda: copy_stats(trace),
-        memory=lambda: memory_stats(trace),
-        compile=lambda: compile_stats(trace, launches=launches),
-        kernels=lambda: taxonomy.kernel_table(trace.gpu),
-        classes=lambda: taxonomy.class_table(trace.gpu, include_memory=True),
-        tensor_core_share=lambda: taxonomy.tensor_core_share(trace.gpu),
-        occupancy=lambda: occupancy_table(trace.gpu, trace.meta.devices),
-        step_timeline=lambda: _steps_timeline(trace),  # for the findings only (not an Analysis field)
-    )
-    steps.total = len(tasks) + 2  # the shared links (done), the tasks, the findings
-    steps.end("links")
+    steps.total = len(tasks) + 1  # the tasks, the findings
     workers = opts.workers or workers_for(trace)
     later = {name: tasks.pop(name) for name in HEAVY} if _frames_bytes(trace) >= PHASED_BYTES else {}
     done = {**_run_all(steps.wrap(tasks), workers=workers), **_run_all(steps.wrap(later), workers=workers)}
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
-    core = {**done, "launches": launches}
+    core = done
     scenarios = {w.scenario: w for w in whatifs}
-    seed = {"nested": ops, "launches": calls, "timeline": core["timeline"], "gaps": core["gaps"],
-            "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"], **extra,
-            "no_launch_overhead": scenarios.get("no_launch_overhead"), "step_bounds": step_bounds,
+    seed = {"nested": cpu_ops(trace), "launches": launch_ops(trace), "timeline": core["timeline"],
+            "gaps": core["gaps"], "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"],
+            **extra, "no_launch_overhead": scenarios.get("no_launch_overhead"), "step_bounds": step_bounds,
             "step_timeline": step_timeline}
-    findings = _optional("findings", trace, opts, notes["findings"], {**shared, "seed": seed})
+    findings = _optional("findings", trace, opts, notes["findings"], {"seed": seed})
     steps.end("findings")
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
                     notes=[n for name in OPTIONAL for n in notes[name]])
+
+
+def _links(trace: Trace) -> pl.DataFrame:
+    """The GPU work with its launch call and op (`links.gpu_links` on the shared op tree and
+    launch calls): computed once inside `sharing()`, by the first analysis that asks."""
+    return gpu_links(trace, launches=launch_ops(trace, ops=cpu_ops(trace)))
 
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
@@ -227,13 +232,13 @@ def _steps_timeline(trace: Trace) -> tuple[pl.DataFrame | None, Any]:
     return bounds, step_timeline(trace, bounds)
 
 
-def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],
-                      shared: dict[str, Any]) -> tuple[Any, list[Any]]:
+def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]]) -> tuple[Any, list[Any]]:
     """The critical path and its what-ifs, then (unless `keep_graph`) the path without its
     dependency graph: the what-ifs were the graph's last readers (the findings get the
     `no_launch_overhead` estimate they need), and at scale the graph is the largest
     intermediate of all (about 40 % of the critical path's memory)."""
-    path = _optional("critical_path", trace, opts, notes["critical_path"], shared)
+    _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
+    path = _optional("critical_path", trace, opts, notes["critical_path"], {})
     whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": path}) or []
     if path is not None and not opts.keep_graph:
         path = replace(path, graph=None)
@@ -256,11 +261,11 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
         if name == "critical_path":
             from tracekit.analysis.critical_path import critical_path
 
-            return critical_path(trace, links=shared["links"])
+            return critical_path(trace, links=_links(trace))
         if name == "attention":
             from tracekit.analysis.attention import analyze_attention
 
-            return analyze_attention(trace, ops=shared["ops"], launches=shared["calls"])
+            return analyze_attention(trace, ops=cpu_ops(trace), launches=launch_ops(trace))
         if name == "roofline":
             from tracekit.analysis.roofline import roofline
 

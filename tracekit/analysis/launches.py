@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analysis.links import gpu_links, launch_ops
+from tracekit.analysis.shared import remember
 from tracekit.model import Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -101,10 +102,15 @@ def launch_stats(trace: Trace, *, calls: pl.DataFrame | None = None,
     """Launch calls, their API time, latency, queue depth and graph replays.
 
     `calls` (`links.launch_ops`) and `gpu` (`links.gpu_links`) may be passed when the caller
-    already has them; they are computed otherwise.
+    already has them; they are computed otherwise. Computed once per pair of them inside
+    `shared.sharing()` (the compile analysis reads the same statistics).
     """
     calls = launch_ops(trace) if calls is None else calls
     gpu = gpu_links(trace, launches=calls) if gpu is None else gpu
+    return remember("launch_stats", (calls, gpu), lambda: _launch_stats(calls, gpu))
+
+
+def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:
     launches = _launches(calls, gpu)
     queue = _queue(gpu)
     graphs = _graphs(launches, gpu)

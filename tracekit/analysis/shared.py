@@ -9,13 +9,15 @@ Inside `sharing()` (which `analyse()` enters), `remember(name, inputs, compute)`
 `compute` once per name and identity of the `inputs` and hands back the same frame
 afterwards. Outside it, it simply computes: standalone calls (tests, single-analysis
 commands) behave as before, and nothing outlives the `with` block. An entry holds its
-input objects, so their ids cannot be reused by other objects while it lives. The memo is
+input objects, so their ids cannot be reused by other objects while it lives; a thread
+that asks for an entry another thread is computing waits for that result. The memo is
 a context variable: threads and tasks that did not enter `sharing()` never see it.
 Results are Polars frames, never modified in place, so sharing one object is safe.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,16 +40,45 @@ def sharing() -> Iterator[None]:
         _MEMO.reset(token)
 
 
+class _Entry:
+    """One remembered result: the thread that made the entry computes it, any other thread
+    asking meanwhile waits for it (so two analyses on two threads never compute it twice)."""
+
+    def __init__(self, inputs: tuple[Any, ...]) -> None:
+        self.inputs = inputs  # held so that their ids are not reused while the entry lives
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+_LOCK = threading.Lock()
+
+
 def remember(name: str, inputs: tuple[Any, ...], compute: Callable[[], T]) -> T:
-    """`compute()`, once per (name, identity of each input) inside `sharing()`."""
+    """`compute()`, once per (name, identity of each input) inside `sharing()`; a failure
+    is raised to every caller of that entry."""
     memo = _MEMO.get()
     if memo is None:
         return compute()
     key = (name, *map(id, inputs))
-    hit = memo.get(key)
-    if hit is None:
-        hit = memo[key] = (inputs, compute())
-    return hit[1]
+    with _LOCK:
+        entry = memo.get(key)
+        mine = entry is None
+        if mine:
+            entry = memo[key] = _Entry(inputs)
+    if mine:
+        try:
+            entry.value = compute()
+        except BaseException as exc:
+            entry.error = exc
+            raise
+        finally:
+            entry.done.set()
+    else:
+        entry.done.wait()
+        if entry.error is not None:
+            raise entry.error
+    return entry.value
 
 
 def store() -> dict[Any, Any] | None:
