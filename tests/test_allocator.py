@@ -48,7 +48,8 @@ def test_polars_defaults_inherited_from_a_parent_are_not_a_users_setting(inherit
 def test_library_import_changes_nothing():
     # `import tracekit` loads neither Polars nor any allocator setting; Polars then sets its own default
     assert probe("import tracekit") == "False -"
-    loaded, conf = probe("import tracekit; tracekit.load").split()
+    assert probe("import tracekit; tracekit.load") == "False -"  # the loader imports Polars when it reads
+    loaded, conf = probe("import tracekit; tracekit.Trace").split()
     assert loaded == "True" and f"dirty_decay_ms:{allocator.DECAY_MS}," not in conf  # Polars' own default
 
 

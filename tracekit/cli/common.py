@@ -17,10 +17,10 @@ from tracekit.cli.progress import Status
 from tracekit.errors import OutputError
 from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
-from tracekit.model import Trace
 
 if TYPE_CHECKING:
     from tracekit.analyse import Analysis, AnalysisOptions
+    from tracekit.model import Trace
 
 _trace_arg = click.argument("trace", type=click.Path(dir_okay=False, readable=False, path_type=str))
 _traces_arg = click.argument("traces", nargs=-1, required=True, type=click.Path(readable=False, path_type=str))

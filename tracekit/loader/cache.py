@@ -26,13 +26,17 @@ import time
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import polars as pl
 
 from tracekit.format import parse_size
-from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, SCHEMAS, THREADS_SCHEMA, Trace, TraceMeta
+
+if TYPE_CHECKING:  # Polars (and the model with it) loads only to read or write an entry, so that a
+    # command can look its trace up, and start reading it on a miss, while Polars is imported
+    import polars as pl
+
+    from tracekit.model import Trace
 
 ANALYSES = "analyses"  # the analysis cache's entries (`tracekit.analysis_cache`)
 LIMIT_ENV = "TRACEKIT_CACHE_MAX"
@@ -41,7 +45,7 @@ STALE_TMP_S = 3600  # a writer's temporary folder this old is left over from a c
 KEY_LENGTH = 32
 LOADER_VERSION = "2"  # bump when the loader's output changes in a way the source hash cannot see
 EDGE_BYTES = 64 * 1024
-META_FRAMES = {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
+META_FRAMES = ("devices", "processes", "threads")  # TraceMeta's frames, each stored as meta_<name>.parquet
 COMPRESSION = "zstd"
 
 
@@ -105,20 +109,30 @@ def read(directory: Path, key: str | None, *, path: str) -> Trace | None:
     entry = directory / key
     try:
         info = msgspec.json.decode((entry / "meta.json").read_bytes())
-        if info.get("key") != key or info.get("version") != code_version():
-            return None
+    except (OSError, msgspec.DecodeError):
+        return None
+    if not isinstance(info, dict) or info.get("key") != key or info.get("version") != code_version():
+        return None
+    import polars as pl
+
+    from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, SCHEMAS, THREADS_SCHEMA, Trace, TraceMeta
+
+    try:
         frames = {name: _read_frame(entry / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
         meta = dict(info["meta"])
-        for name, schema in META_FRAMES.items():
-            meta[name] = _read_frame(entry / f"meta_{name}.parquet", schema)
+        schemas = {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
+        for name in META_FRAMES:
+            meta[name] = _read_frame(entry / f"meta_{name}.parquet", schemas[name])
         meta["path"] = path
         touch(entry)
         return Trace(**frames, meta=TraceMeta(**meta))
-    except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError, pl.exceptions.PolarsError):
+    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
 
 
 def _read_frame(file: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    import polars as pl
+
     frame = pl.read_parquet(file, memory_map=False)
     if dict(frame.schema) != schema:
         raise ValueError(f"{file.name}: schema differs from the model")
@@ -129,6 +143,10 @@ def write(directory: Path, key: str | None, trace: Trace) -> bool:
     """Store a Trace; False when it could not be written (the cache is only an optimisation)."""
     if key is None:
         return False
+    import polars as pl
+
+    from tracekit.model import TraceMeta
+
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)

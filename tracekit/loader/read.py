@@ -18,20 +18,23 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import TraceFormatError
 from tracekit.loader.batch import Batch, empty_batch, piece_batch
-from tracekit.loader.columns import Parts, chunk_parts
 from tracekit.loader.events import PieceError
 from tracekit.loader.scan import Final, Reader, Recovery, read_final
 from tracekit.loader.workers import Helper, read_batch
 
+if TYPE_CHECKING:
+    from tracekit.loader.columns import Parts
+
 CHUNK_BYTES = 4 * 1024 * 1024
 HELPER_QUEUE = 3  # chunks handed to the helper ahead of its work
 INGEST_QUEUE = 2  # batches waiting for Polars (each holds about a chunk's worth of columns)
+WARMUP_QUEUE = 8  # the same while the ingest thread imports Polars
 RECUT_TRIES = 6  # a chunk cut in the wrong place is cut again this often, then read whole
 
 
@@ -48,33 +51,62 @@ class ReadResult:
 
 
 class Ingest:
-    """Turns batches into parts in a background thread, keyed by chunk index."""
+    """Turns batches into parts in a background thread, keyed by chunk index.
+
+    The thread imports Polars (through `columns`) itself. Until that import is done, up to
+    `WARMUP_QUEUE` batches may wait instead of `INGEST_QUEUE`: a command that starts a load
+    before anything imported Polars decodes its first chunks while Polars loads."""
 
     def __init__(self) -> None:
         self.parts: dict[int, Parts] = {}
-        self._q: queue.Queue = queue.Queue(maxsize=INGEST_QUEUE)
+        self._q: queue.Queue = queue.Queue()  # `put` bounds it
+        self._room = threading.Condition()
+        self._waiting = 0  # batches put and not yet turned into parts
+        self._ready = False  # Polars is imported: the queue's bound is INGEST_QUEUE
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="tracekit-ingest", daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def _columns() -> Callable[[Batch], Parts]:
+        """`columns.chunk_parts`, imported here (with Polars, the first time) by the thread."""
+        from tracekit.loader.columns import chunk_parts
+
+        return chunk_parts
+
     def _run(self) -> None:
+        chunk_parts: Callable[[Batch], Parts] | None = None
+        try:
+            chunk_parts = self._columns()
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the main thread)
+            self._error = exc
+        with self._room:
+            self._ready = True
+            self._room.notify_all()
         while True:
             item = self._q.get()
             try:
                 if item is None:
                     return
-                if self._error is None:
+                if self._error is None and chunk_parts is not None:
                     index, batch = item
                     self.parts[index] = chunk_parts(read_batch(batch))
             except Exception as exc:  # noqa: BLE001 (re-raised in the main thread)
                 self._error = exc
             finally:
+                if item is not None:
+                    with self._room:
+                        self._waiting -= 1
+                        self._room.notify_all()
                 self._q.task_done()
 
     def put(self, index: int, batch: Batch) -> None:
         self._raise()
+        with self._room:
+            while self._waiting >= (INGEST_QUEUE if self._ready else WARMUP_QUEUE):
+                self._room.wait()
+            self._waiting += 1
         self._q.put((index, batch))
-
 
     def drop_from(self, index: int) -> None:
         self._q.join()

@@ -1,0 +1,108 @@
+"""A load can start before Polars is imported: the command's imports, the cache lookup and
+the reading need no Polars; the ingest thread imports it, and meanwhile more decoded
+chunks may wait for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+from test_loader_stream import assert_same, busy_trace
+
+import tracekit
+from tracekit.loader import read as read_mod
+
+
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_report_command_and_the_loader_import_without_polars():
+    out = _python("import sys, tracekit.cli.main, tracekit.cli.report, tracekit.cli.common, tracekit.loader, "
+                  "tracekit.loader.cache, tracekit.loader.read\nprint('polars' in sys.modules)")
+    assert out.strip() == "False"
+
+
+def test_a_load_that_imports_polars_itself_gives_the_same_trace(tmp_path):
+    path = busy_trace().write(tmp_path / "t.json")
+    code = ("import sys, tracekit.loader\nassert 'polars' not in sys.modules\n"
+            f"t = tracekit.loader.load({str(path)!r}, cache=True, cache_dir={str(tmp_path / 'c')!r})\n"
+            "print(t.ops.height, t.runtime.height, t.gpu.height)")
+    assert _python(code) == _python(code)  # the second run reads the cache entry the first wrote
+    fresh = tracekit.load(path)
+    assert _python(code).split() == [str(fresh.ops.height), str(fresh.runtime.height), str(fresh.gpu.height)]
+    assert_same(tracekit.load(path, cache=True, cache_dir=tmp_path / "c"), fresh)
+
+
+def test_batches_queue_deeper_while_the_ingest_thread_imports_polars(monkeypatch):
+    release = threading.Event()
+    real = read_mod.Ingest._columns
+
+    def slow_import():
+        release.wait(10)
+        return real()
+
+    monkeypatch.setattr(read_mod.Ingest, "_columns", staticmethod(slow_import))
+    ingest = read_mod.Ingest()
+    put = []
+
+    def feed():
+        for i in range(read_mod.WARMUP_QUEUE + 1):
+            ingest.put(i, _empty_batch())
+            put.append(i)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    deadline = time.monotonic() + 10
+    while len(put) < read_mod.WARMUP_QUEUE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert len(put) == read_mod.WARMUP_QUEUE  # the next one waits: the warm-up bound is reached
+    release.set()
+    feeder.join(10)
+    parts = ingest.finish()
+    assert len(put) == len(parts) == read_mod.WARMUP_QUEUE + 1
+
+
+def test_after_the_import_the_queue_is_bounded_by_ingest_queue(monkeypatch):
+    gate = threading.Event()
+    real = read_mod.Ingest._columns
+
+    def slow_parts():
+        parts = real()
+
+        def chunk_parts(batch):
+            gate.wait(10)
+            return parts(batch)
+
+        return chunk_parts
+
+    monkeypatch.setattr(read_mod.Ingest, "_columns", staticmethod(slow_parts))
+    ingest = read_mod.Ingest()
+    deadline = time.monotonic() + 10
+    while not ingest._ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    put = []
+
+    def feed():
+        for i in range(read_mod.INGEST_QUEUE + 1):
+            ingest.put(i, _empty_batch())
+            put.append(i)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    time.sleep(0.3)
+    assert len(put) == read_mod.INGEST_QUEUE
+    gate.set()
+    feeder.join(10)
+    assert len(ingest.finish()) == read_mod.INGEST_QUEUE + 1
+
+
+def _empty_batch():
+    from tracekit.loader.batch import empty_batch
+
+    return empty_batch()
