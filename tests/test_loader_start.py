@@ -48,15 +48,7 @@ def test_batches_queue_deeper_while_the_ingest_thread_imports_polars(monkeypatch
 
     monkeypatch.setattr(read_mod.Ingest, "_columns", staticmethod(slow_import))
     ingest = read_mod.Ingest()
-    put = []
-
-    def feed():
-        for i in range(read_mod.WARMUP_QUEUE + 1):
-            ingest.put(i, _empty_batch())
-            put.append(i)
-
-    feeder = threading.Thread(target=feed)
-    feeder.start()
+    feeder, put = _feed(ingest, read_mod.WARMUP_QUEUE + 1)
     deadline = time.monotonic() + 10
     while len(put) < read_mod.WARMUP_QUEUE and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -86,20 +78,26 @@ def test_after_the_import_the_queue_is_bounded_by_ingest_queue(monkeypatch):
     deadline = time.monotonic() + 10
     while not ingest._ready and time.monotonic() < deadline:
         time.sleep(0.01)
-    put = []
-
-    def feed():
-        for i in range(read_mod.INGEST_QUEUE + 1):
-            ingest.put(i, _empty_batch())
-            put.append(i)
-
-    feeder = threading.Thread(target=feed)
-    feeder.start()
+    feeder, put = _feed(ingest, read_mod.INGEST_QUEUE + 1)
     time.sleep(0.3)
     assert len(put) == read_mod.INGEST_QUEUE
     gate.set()
     feeder.join(10)
     assert len(ingest.finish()) == read_mod.INGEST_QUEUE + 1
+
+
+def _feed(ingest: read_mod.Ingest, n: int) -> tuple[threading.Thread, list[int]]:
+    """Put `n` empty batches from a thread of their own; the list grows as each put returns."""
+    put: list[int] = []
+
+    def feed() -> None:
+        for i in range(n):
+            ingest.put(i, _empty_batch())
+            put.append(i)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    return feeder, put
 
 
 def _empty_batch():
