@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ROOT, TRACE, child_env
+from run import ROOT, TRACE, child_env, compile_tree
 
 WORKTREE = "worktree"
 JOB = r'''
@@ -64,10 +64,7 @@ def checkout(rev: str, into: Path) -> Path:
                        capture_output=True)
         subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
                        capture_output=True)
-    # both sides start from compiled bytecode, as an installed package does: with
-    # PYTHONDONTWRITEBYTECODE set, a fresh checkout would otherwise compile every module in
-    # every run (0.1-0.25 s of a report), and an edited tree its edited modules
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "tracekit"], cwd=tree, check=True, capture_output=True)
+    compile_tree(tree)  # both sides start from bytecode
     return tree
 
 

@@ -118,6 +118,13 @@ print(json.dumps({"seconds": dt, "import_seconds": 0.0, "rss": resource.getrusag
 '''
 
 
+def compile_tree(tree: Path) -> None:
+    """Compile `tree`'s tracekit to bytecode, so that measured processes start from it as an
+    installed package does: with PYTHONDONTWRITEBYTECODE set, a fresh checkout would compile
+    every module in every run (0.1-0.3 s of a report), an edited tree its edited modules."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "tracekit"], cwd=tree, check=True, capture_output=True)
+
+
 def child_env() -> dict[str, str]:
     """This process's environment as it was at start: importing Polars here (to measure the
     JSON's size) writes its allocator defaults into `_RJEM_MALLOC_CONF`, which the children
@@ -296,9 +303,7 @@ def main() -> int:
             print(f"large trace not found: {large} (python benchmarks/make_large.py makes it)", file=sys.stderr)
             return 2
         traces.append(large)
-    # the children start from compiled bytecode, as an installed package does (with
-    # PYTHONDONTWRITEBYTECODE set, edited modules would otherwise be compiled in every run)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "tracekit"], cwd=ROOT, check=True, capture_output=True)
+    compile_tree(ROOT)
     summaries = []
     for path in traces:
         if not path.exists():

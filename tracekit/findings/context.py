@@ -36,10 +36,9 @@ def step_bounds(trace: Trace) -> pl.DataFrame | None:
     return bounds if bounds.height else None
 
 
-def step_timeline(trace: Trace, bounds: pl.DataFrame | None = None) -> _timeline.Timeline | None:
-    """Busy/idle in the profiler steps (`bounds`, default `step_bounds(trace)`); None
-    without steps (`Context.step_timeline` then takes the device span's timeline)."""
-    bounds = step_bounds(trace) if bounds is None else bounds
+def step_timeline(trace: Trace, bounds: pl.DataFrame | None) -> _timeline.Timeline | None:
+    """Busy/idle in the profiler steps (`bounds`, from `step_bounds`); None without steps
+    (`Context.step_timeline` then takes the device span's timeline)."""
     return None if bounds is None else _timeline.timeline(trace, windows=bounds, window_label="ProfilerStep")
 
 

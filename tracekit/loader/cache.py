@@ -45,7 +45,6 @@ STALE_TMP_S = 3600  # a writer's temporary folder this old is left over from a c
 KEY_LENGTH = 32
 LOADER_VERSION = "2"  # bump when the loader's output changes in a way the source hash cannot see
 EDGE_BYTES = 64 * 1024
-META_FRAMES = ("devices", "processes", "threads")  # TraceMeta's frames, each stored as meta_<name>.parquet
 COMPRESSION = "zstd"
 
 
@@ -115,19 +114,25 @@ def read(directory: Path, key: str | None, *, path: str) -> Trace | None:
         return None
     import polars as pl
 
-    from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, SCHEMAS, THREADS_SCHEMA, Trace, TraceMeta
+    from tracekit.model import SCHEMAS, Trace, TraceMeta
 
     try:
         frames = {name: _read_frame(entry / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
         meta = dict(info["meta"])
-        schemas = {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
-        for name in META_FRAMES:
-            meta[name] = _read_frame(entry / f"meta_{name}.parquet", schemas[name])
+        for name, schema in _meta_frames().items():
+            meta[name] = _read_frame(entry / f"meta_{name}.parquet", schema)
         meta["path"] = path
         touch(entry)
         return Trace(**frames, meta=TraceMeta(**meta))
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
+
+
+def _meta_frames() -> dict[str, dict[str, pl.DataType]]:
+    """TraceMeta's frames and their schemas: each is stored as meta_<name>.parquet."""
+    from tracekit.model import DEVICES_SCHEMA, PROCESSES_SCHEMA, THREADS_SCHEMA
+
+    return {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
 
 
 def _read_frame(file: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -154,9 +159,10 @@ def write(directory: Path, key: str | None, trace: Trace) -> bool:
         for name, frame in trace.frames().items():
             frame.write_parquet(tmp / f"{name}.parquet", compression=COMPRESSION, statistics=False)
         meta: dict[str, Any] = {}
+        meta_frames = _meta_frames()
         for name in TraceMeta.__dataclass_fields__:
             value = getattr(trace.meta, name)
-            if name in META_FRAMES:
+            if name in meta_frames:
                 value.write_parquet(tmp / f"meta_{name}.parquet", compression=COMPRESSION, statistics=False)
             else:
                 meta[name] = value
