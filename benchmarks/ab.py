@@ -1,6 +1,7 @@
 """A/B of two revisions of tracekit on one job, in alternating fresh processes.
 
-    python benchmarks/ab.py BASE [NEW] [--job load|analyse|report] [--trace PATH] [--rounds N] [--out FILE]
+    python benchmarks/ab.py BASE [NEW] [--job load|analyse|report|first|cached] [--trace PATH] [--rounds N]
+                            [--out FILE]
 
 BASE and NEW are git revisions; NEW defaults to the working tree as it is (uncommitted
 changes included). Each revision other than the working tree is checked out into a
@@ -15,6 +16,9 @@ printed. Jobs, each in a fresh process with the `tracekit` command's allocator s
   load      tracekit.load(trace, cache=False): seconds of the call
   analyse   the load, then analyse(): seconds of analyse() alone
   report    `python -m tracekit report TRACE --no-cache -o FILE`: wall seconds, imports included
+  first     `python -m tracekit report TRACE --cache -o FILE` with an empty cache folder: the
+            report of a new trace, both caches written
+  cached    the same command again, on the entries `first` wrote: the second report
 
 Peak RSS is each process's own (`wait4`), in MB (10^6 bytes).
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import ROOT, TRACE, child_env, compile_tree
 
 WORKTREE = "worktree"
+REPORTS = {"report": "--no-cache", "first": "--cache", "cached": "--cache"}  # report jobs: the cache option
 JOB = r'''
 import json, sys, time
 job, path = sys.argv[1], sys.argv[2]
@@ -71,8 +77,15 @@ def checkout(rev: str, into: Path) -> Path:
 def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, float]:
     """(seconds, peak RSS in MB) of one fresh process running `job` with `tree`'s tracekit."""
     env = {**child_env(), "PYTHONPATH": str(tree)}
-    if job == "report":
-        cmd = [sys.executable, "-m", "tracekit", "report", str(trace), "--no-cache", "-o", str(scratch / "r.html")]
+    if job in REPORTS:
+        cache = scratch / "cache"
+        if job == "cached":  # an untimed first run fills the cache
+            shutil.rmtree(cache, ignore_errors=True)
+            run_once(tree, "first", trace, scratch)
+        elif job == "first":
+            shutil.rmtree(cache, ignore_errors=True)
+        env["XDG_CACHE_HOME"] = str(cache)
+        cmd = [sys.executable, "-m", "tracekit", "report", str(trace), REPORTS[job], "-o", str(scratch / "r.html")]
     else:
         cmd = [sys.executable, "-c", JOB, job, str(trace)]
     out_file, err_file = scratch / "out.txt", scratch / "err.txt"
@@ -84,7 +97,7 @@ def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, f
     proc.returncode = code = os.waitstatus_to_exitcode(status)
     if code:
         raise SystemExit(f"{tree}: {job} failed ({code}): {err_file.read_text(errors='replace')[-2000:]}")
-    seconds = wall if job == "report" else json.loads(out_file.read_text().strip().splitlines()[-1])["seconds"]
+    seconds = wall if job in REPORTS else json.loads(out_file.read_text().strip().splitlines()[-1])["seconds"]
     return seconds, usage.ru_maxrss * 1024 / 1e6
 
 
@@ -98,7 +111,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("base", help="git revision to compare against")
     ap.add_argument("new", nargs="?", default=WORKTREE, help="git revision (default: the working tree as it is)")
-    ap.add_argument("--job", choices=("load", "analyse", "report"), default="report")
+    ap.add_argument("--job", choices=("load", "analyse", *REPORTS), default="report")
     ap.add_argument("--trace", type=Path, default=TRACE)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", type=Path, help="write the figures to this JSON file")

@@ -93,11 +93,12 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
     cache: reuse (and store) the result in `cache_dir` (default: the trace cache's folder,
         `tracekit.loader.cache.cache_dir`), keyed by the trace's content, the options and
         tracekit's code (`tracekit.analysis_cache`). Off by default: nothing is written
-        unless asked.
+        unless asked. Written before `analyse` returns, or, inside
+        `tracekit.cache_writes.writes_behind()`, on a background thread.
     """
     opts = options or AnalysisOptions()
     if cache:
-        from tracekit import analysis_cache
+        from tracekit import analysis_cache, cache_writes
         from tracekit.loader.cache import cache_dir as default_cache_dir
 
         directory = default_cache_dir(cache_dir)
@@ -110,7 +111,7 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
     with sharing():
         result = _analyse(trace, opts, _Steps(progress))
     if cache:
-        analysis_cache.write(directory, key, result)
+        cache_writes.run(analysis_cache.write, directory, key, result)  # in line, unless inside `cache_writes.writes_behind()`
     return result
 
 

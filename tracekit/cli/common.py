@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import sys
@@ -91,7 +92,9 @@ class Loading:
         self._trace: Trace | None = None
         self._error: BaseException | None = None
         # a daemon: an interrupted command must not wait for the reading to end
-        self._thread = threading.Thread(target=self._run, name="tracekit-load", daemon=True)
+        # in a copy of the command's context: the trace cache's write goes behind (`cache_writes`)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                        name="tracekit-load", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

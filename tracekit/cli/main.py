@@ -18,6 +18,7 @@ allocator.configure()  # before anything imports Polars
 import click
 
 from tracekit import __version__
+from tracekit.cache_writes import writes_behind
 from tracekit.cli.options import MAX_BYTES_HELP, Size
 from tracekit.errors import TraceError
 from tracekit.format import printable
@@ -169,7 +170,9 @@ def run() -> None:
 def _run(args: list[str]) -> int:
     debug = "--debug" in args
     try:
-        rc = cli.main(args=args, prog_name="tracekit", standalone_mode=False)
+        # the caches are written while the command goes on; it returns once they are
+        with writes_behind():
+            rc = cli.main(args=args, prog_name="tracekit", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit import allocator
+from tracekit import allocator, cache_writes
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
@@ -49,7 +49,9 @@ def load(
 
     cache: keep the loaded `Trace` as Parquet in `cache_dir` (default
         `$XDG_CACHE_HOME/tracekit` or `~/.cache/tracekit`) and reuse it while the file is
-        unchanged. Off by default (None or False): `load` writes nothing unless asked.
+        unchanged. Off by default (None or False): `load` writes nothing unless asked. The
+        entry is written before `load` returns, or, inside `cache_writes.writes_behind()`,
+        on a background thread (the block's end waits for it).
     workers: helpers that decode chunks beside the main thread. None = decide: with the
         native scanner none (the reading and Polars threads use the second core), without
         it one helper process when the trace is large and a second CPU is idle (Linux);
@@ -65,7 +67,7 @@ def load(
         if hit is not None:
             return hit
         trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
-        _cache.write(directory, key, trace)
+        cache_writes.run(_cache.write, directory, key, trace)  # in line, unless inside `cache_writes.writes_behind()`
         return trace
     return load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
 

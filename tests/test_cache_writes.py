@@ -1,0 +1,120 @@
+"""Cache writes behind a command: in line outside `writes_behind()`; inside it on one
+background thread, in order, waited for (errors raised) when the block is left."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from report_fixtures import decode_trace
+
+import tracekit
+from tracekit import cache_writes
+from tracekit.cache_writes import writes_behind
+from tracekit.cli.main import main
+from tracekit.loader import cache as trace_cache
+
+
+def test_outside_a_block_the_write_runs_in_line():
+    seen = []
+    cache_writes.run(lambda a, b: seen.append((a, b, threading.current_thread())), 1, 2)
+    assert seen == [(1, 2, threading.current_thread())]
+
+
+def test_inside_a_block_writes_run_behind_in_order_and_the_block_waits_for_them():
+    gate, seen = threading.Event(), []
+
+    def slow(tag):
+        gate.wait(10)
+        seen.append((tag, threading.current_thread().name))
+
+    with writes_behind():
+        cache_writes.run(slow, "a")
+        cache_writes.run(seen.append, ("b", "queued"))
+        assert seen == []  # `run` returned while the first write waits
+        gate.set()
+    assert seen == [("a", "tracekit-cache-write"), ("b", "queued")]
+
+
+def test_a_write_error_is_raised_on_leaving_the_block_after_the_other_writes():
+    seen = []
+
+    def broken():
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        with writes_behind():
+            cache_writes.run(broken)
+            cache_writes.run(seen.append, "after")
+    assert seen == ["after"]
+
+
+def test_the_blocks_own_error_wins_and_its_writes_still_finish():
+    seen = []
+
+    def broken():
+        raise OSError("disk gone")
+
+    with pytest.raises(ValueError, match="command failed"):
+        with writes_behind():
+            cache_writes.run(broken)
+            cache_writes.run(seen.append, "kept")
+            raise ValueError("command failed")
+    assert seen == ["kept"]
+
+
+def test_an_interrupt_does_not_wait_for_the_writes():
+    gate, seen = threading.Event(), []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with writes_behind():
+                cache_writes.run(lambda: (gate.wait(10), seen.append("written")))
+                raise KeyboardInterrupt
+        assert seen == []  # left while the write still waited
+    finally:
+        gate.set()
+
+
+def test_blocks_do_not_leak_into_later_code():
+    with writes_behind():
+        pass
+    here = []
+    cache_writes.run(lambda: here.append(threading.current_thread()))
+    assert here == [threading.current_thread()]
+
+
+def test_load_outside_a_block_has_its_entry_when_it_returns(tmp_path):
+    path = decode_trace(1).write(tmp_path / "t.json.gz")
+    tracekit.load(path, cache=True, cache_dir=tmp_path / "c")
+    key = trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
+    assert trace_cache.read(tmp_path / "c", key, path=str(path)) is not None
+
+
+def test_the_command_writes_both_caches_behind_and_returns_once_they_are_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = decode_trace(2).write(tmp_path / "t.json.gz")
+    threads: dict[str, str] = {}
+
+    def recording(module, name):
+        inner = getattr(module, name)
+
+        def write(*args):
+            threads[module.__name__] = threading.current_thread().name
+            return inner(*args)
+
+        monkeypatch.setattr(module, name, write)
+
+    from tracekit import analysis_cache
+
+    recording(trace_cache, "write")
+    recording(analysis_cache, "write")
+    assert main(["report", str(path), "--cache", "-o", str(tmp_path / "a.md")]) == 0
+    # the load runs on the command's loading thread; its write still goes behind
+    assert threads == {"tracekit.loader.cache": "tracekit-cache-write",
+                       "tracekit.analysis_cache": "tracekit-cache-write"}
+    cache = tmp_path / "xdg" / "tracekit"
+    assert trace_cache.read(cache, trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES),
+                            path=str(path)) is not None
+    assert len([p for p in (cache / trace_cache.ANALYSES).iterdir() if not p.name.startswith(".")]) == 1
+    assert main(["report", str(path), "--cache", "-o", str(tmp_path / "b.md")]) == 0
+    assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
