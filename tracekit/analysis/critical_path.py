@@ -184,29 +184,37 @@ def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.
     """`context`: the module/op a host segment runs in; the launching op of GPU work.
 
     Host segments carry a CPU slice's eid and GPU segments an activity's (the event ids of
-    a trace are unique), so one lookup by eid serves both.
+    a trace are unique): a segment whose eid is a slice's is a host segment, any other with
+    an eid is GPU work. The context is found as a row (of the slices, or of the launching
+    ops after them) and its name read once at the end: text gathered and joined per step
+    cost more than the walk itself (4.4M segments of the 1 GB trace).
     """
-    keys = segs.select("eid", "lane")  # (filtering `segs` itself would copy every column)
-    host = keys.filter(pl.col("lane").str.starts_with("cpu:") & pl.col("eid").is_not_null()).select("eid").unique()
-    gpu = keys.filter(pl.col("lane").str.starts_with("gpu:") & pl.col("eid").is_not_null()).select("eid").unique()
-    ctx = pl.concat([_host_context(host, dep.slices),
-                     links.join(gpu, on="eid", how="semi").select("eid", _ctx="op_name").cast({"_ctx": STR})])
-    # the lookup on the eid column alone: a join of every column would copy the whole path
-    found = segs.select("eid").join(ctx, on="eid", how="left", maintain_order="left")["_ctx"]
-    return segs.with_columns(context=pl.coalesce(found, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
+    slices, eid = dep.slices, segs["eid"]
+    at = rows_of(slices, eid)  # the segment's slice, -1 for GPU work and the window's ends
+    row = _host_rows(at, slices)
+    gpu = pl.DataFrame({"_i": pl.int_range(eid.len(), dtype=I64, eager=True), "eid": eid}).filter(
+        (at < 0) & eid.is_not_null())
+    ops = links.join(gpu.select(pl.col("eid").unique()), on="eid", how="semi").select("eid", "op_name").cast(
+        {"op_name": STR})
+    found = gpu.join(ops.with_row_index("_k").select("eid", pl.col("_k").cast(I64) + slices.height), on="eid",
+                     how="inner")
+    row = row.scatter(found["_i"], found["_k"]) if found.height else row
+    names = pl.concat([slices["name"], ops["op_name"]])
+    context = names.gather(row.set(row < 0, None))
+    return segs.with_columns(context=pl.coalesce(context, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
 
 
-def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
-    """(eid, _ctx): nearest module-like ancestor-or-self, else the outermost cpu_op.
+def _host_rows(at: pl.Series, slices: pl.DataFrame, *, max_depth: int = 256) -> pl.Series:
+    """Per row `at` of the slices (-1: none), the row of its context: the nearest
+    module-like ancestor-or-self, else the outermost cpu_op; -1 when it has neither.
 
     The walk up the tree follows parent pointers held as row positions: in C (`climb`)
-    when the C passes are built, else with Series gathers, one step per level for the host
-    slices still climbing (a join per level against every slice cost more than the whole
-    walk, and grew with trace size times depth).
+    when the C passes are built, else with Series gathers, one step per level for the rows
+    still climbing (a join per level against every slice cost more than the whole walk,
+    and grew with trace size times depth).
     """
-    schema = {"eid": I64, "_ctx": STR}
-    if host.is_empty():
-        return pl.DataFrame(schema=schema)
+    if slices.is_empty():
+        return pl.repeat(-1, at.len(), dtype=I64, eager=True)
     # the patterns run on the distinct names (a few dozen), which the rows then look up
     name = pl.col("name")
     kinds = slices.select(name.unique()).filter(name.is_not_null()).with_columns(
@@ -218,14 +226,14 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
                          op=(pl.col("role") == "op").fill_null(False))
     parent = rows_of(slices, slices["parent_eid"])
     hit, go, op = info["hit"], info["go"], info["op"]
-    at = rows_of(slices, host["eid"])
-    if native.enabled() and parent.len() == info.height:  # one C walk per host slice (`climb`)
+    if native.enabled() and parent.len() == info.height:  # one C walk per row (`climb`)
         mod, top = map(native.series, native.slices.climb(tuple(map(native.arrow, (parent, hit, go, op))),
                                                           native.arrow(at), max_depth))
     else:
-        live = pl.int_range(at.len(), dtype=I64, eager=True).filter(at >= 0)
+        n = at.len()
+        live = pl.int_range(n, dtype=I64, eager=True).filter(at >= 0)
         at = at.filter(at >= 0)
-        mod, top = pl.repeat(-1, host.height, dtype=I64, eager=True), pl.repeat(-1, host.height, dtype=I64, eager=True)
+        mod, top = pl.repeat(-1, n, dtype=I64, eager=True), pl.repeat(-1, n, dtype=I64, eager=True)
         for _ in range(max_depth):
             if live.is_empty():
                 break
@@ -234,9 +242,7 @@ def _host_context(host: pl.DataFrame, slices: pl.DataFrame, *, max_depth: int = 
             mod.scatter(live.filter(is_hit), at.filter(is_hit))
             live, at = live.filter(up), parent.gather(at.filter(up))
             live, at = live.filter(at >= 0), at.filter(at >= 0)
-    names = slices["name"]
-    out = host.select("eid").with_columns(_m=names.gather(mod.set(mod < 0, None)), _o=names.gather(top.set(top < 0, None)))
-    return out.select("eid", _ctx=pl.coalesce("_m", "_o")).cast(schema)
+    return mod.zip_with(mod >= 0, top)
 
 
 def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -> CriticalPath:
