@@ -56,7 +56,7 @@ from tracekit.analysis import native
 from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
-from tracekit.analysis.nesting import parent_rows, with_parents
+from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, Trace
@@ -302,9 +302,11 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
     anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & launches) | (~pl.col("opening") & waits))
     pts = pts.with_columns(_anchor=anchor.fill_null(False))
     pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
-    owners = _owners(nested, syncs, callers)
-    seg = pts.filter(pl.col("_next").is_not_null()).join(owners, left_on="owner", right_on="eid", how="left",
-                                                         maintain_order="left")
+    owners = _owners(nested, syncs, callers)  # one row per slice: each piece reads its owner's row
+    seg = pts.filter(pl.col("_next").is_not_null())
+    at = rows_of(owners, seg["owner"])
+    seg = pl.concat([seg, owners.select("role", "name", "launches", "block_ns").gather(at.set(at < 0, None))],
+                    how="horizontal")
     length = pl.col("_next") - pl.col("t")
     hostless = pl.col("role").is_null() | (pl.col("role") == "python")
     cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle", CLASS))
