@@ -45,9 +45,11 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     rt = trace.runtime
     if rt.is_empty() or ops.is_empty():
         return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
+    # the deepest op of each External id (ties: the first in time), on the three columns it
+    # reads: sorting every column of the ops cost 0.4 s on the 1 GB trace
     by_ext = (
-        ops.filter(pl.col("external_id").is_not_null())
-        .sort("depth", descending=True)
+        ops.select("external_id", "depth", "eid").filter(pl.col("external_id").is_not_null())
+        .sort("depth", descending=True, maintain_order=True)
         .unique("external_id", keep="first")
         .select("external_id", pl.col("eid").alias("_x_eid"))
     )
@@ -107,18 +109,19 @@ def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None) -> pl.DataF
 def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
     work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
     calls = (
-        launches.filter(pl.col("correlation").is_not_null())
-        .unique("correlation", keep="first")
-        .select(
+        launches.select(
             "correlation",
             pl.col("eid").alias("launch_eid"), pl.col("name").alias("launch_name"),
             pl.col("ts_ns").alias("launch_ts_ns"), pl.col("end_ns").alias("launch_end_ns"),
             pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
             "op_eid", "op_name", "op_external_id", "link",
         )
+        .filter(pl.col("correlation").is_not_null())
+        .unique("correlation", keep="first")
     )
     out = work.join(calls, on="correlation", how="left")
-    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
+    ops = trace.ops.select("cat", "external_id", "eid", "name").filter(
+        (pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
     by_ext = ops.unique("external_id", keep="last").select(
         pl.col("external_id"), pl.col("eid").alias("_x_eid"), pl.col("name").alias("_x_name")
     )
