@@ -231,7 +231,8 @@ def _cpu_slices(trace: Trace) -> pl.DataFrame:
     """CPU slices with a `role`: op | python | runtime."""
     cat = pl.col("cat")
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
-    ops = trace.ops.filter(~cat.is_in(_NOT_CPU) & (pl.col("dur_ns") > 0)).select(
+    ops = trace.ops.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "cat", "dur_ns").filter(
+        ~cat.is_in(_NOT_CPU) & (pl.col("dur_ns") > 0)).select(
         "eid", "name", "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
         role=pl.when(python).then(pl.lit("python", ROLE)).otherwise(pl.lit("op", ROLE)))
     rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime", ROLE))

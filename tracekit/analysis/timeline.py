@@ -49,7 +49,9 @@ BUSY_SCHEMA: dict[str, pl.DataType] = {"window_eid": I64, "device": I64, "start_
 
 def work_rows(trace: Trace) -> pl.DataFrame:
     """The GPU work rows (WORK_SCHEMA); an end before the start is read as the start."""
-    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS) & pl.col("ts_ns").is_not_null())
+    # the columns first: a filter copies every column it keeps
+    work = trace.gpu.select("eid", "cat", "name", "device", "stream", "ts_ns", "end_ns").filter(
+        pl.col("cat").is_in(GPU_WORK_CATS) & pl.col("ts_ns").is_not_null())
     return work.select(
         "eid", "cat", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"),

@@ -47,7 +47,7 @@ class Context:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        parts = [trace.ops.filter(~pl.col("cat").is_in(_NOT_WINDOW)).select("ts_ns", "end_ns"),
+        parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(_NOT_WINDOW)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
         both = pl.concat(parts)
         first = both["ts_ns"].min() if both.height else 0
