@@ -42,9 +42,10 @@ def test_a_write_error_is_raised_on_leaving_the_block_after_the_other_writes():
     def broken():
         raise OSError("disk gone")
 
-    with pytest.raises(OSError, match="disk gone"), writes_behind():
-        cache_writes.run(broken)
-        cache_writes.run(seen.append, "after")
+    with pytest.raises(OSError, match="disk gone"):
+        with writes_behind():
+            cache_writes.run(broken)
+            cache_writes.run(seen.append, "after")
     assert seen == ["after"]
 
 
@@ -54,19 +55,21 @@ def test_the_blocks_own_error_wins_and_its_writes_still_finish():
     def broken():
         raise OSError("disk gone")
 
-    with pytest.raises(ValueError, match="command failed"), writes_behind():
-        cache_writes.run(broken)
-        cache_writes.run(seen.append, "kept")
-        raise ValueError("command failed")
+    with pytest.raises(ValueError, match="command failed"):
+        with writes_behind():
+            cache_writes.run(broken)
+            cache_writes.run(seen.append, "kept")
+            raise ValueError("command failed")
     assert seen == ["kept"]
 
 
 def test_an_interrupt_does_not_wait_for_the_writes():
     gate, seen = threading.Event(), []
     try:
-        with pytest.raises(KeyboardInterrupt), writes_behind():
-            cache_writes.run(lambda: (gate.wait(10), seen.append("written")))
-            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            with writes_behind():
+                cache_writes.run(lambda: (gate.wait(10), seen.append("written")))
+                raise KeyboardInterrupt
         assert seen == []  # left while the write still waited
     finally:
         gate.set()

@@ -11,7 +11,7 @@ from test_graph import gpu_bound
 
 from tracekit.analyse import AnalysisOptions, analyse
 from tracekit.analysis import launches as launches_mod
-from tracekit.analysis.shared import beside, remember, sharing
+from tracekit.analysis.shared import remember, sharing
 
 
 class _Key:
@@ -99,33 +99,3 @@ def test_launch_statistics_are_computed_once_for_the_launch_and_compile_analyses
     assert result.launches.launch_calls == 10  # the fixture's ten kernel launches
     assert result.launches.launch_api_ns == 10 * 4_000
     assert result.compile.graph_launches == result.launches.graph_launches == 0
-
-
-def test_beside_runs_on_another_thread_and_shares_the_memo():
-    key, calls = _Key(), []
-    with sharing():
-        part = beside(lambda: (threading.current_thread().name, remember("x", (key,), lambda: calls.append(1) or 7)))
-        here = remember("x", (key,), lambda: calls.append(2) or 8)
-        name, there = part.result()
-    assert name == "tracekit-beside" and name != threading.current_thread().name
-    assert here == there and len(calls) == 1  # one computation, whichever thread got there first
-
-
-def test_beside_raises_its_error_from_result():
-    part = beside(lambda: 1 / 0)
-    with pytest.raises(ZeroDivisionError):
-        part.result()
-
-
-def test_beside_block_waits_for_the_thread_and_the_blocks_error_wins():
-    gate, seen = threading.Event(), []
-
-    def slow():
-        gate.wait(10)
-        seen.append("done")
-        raise OSError("the part's own error")
-
-    with pytest.raises(KeyError), beside(slow):
-        gate.set()
-        raise KeyError("the block's")
-    assert seen == ["done"]  # the block was left only once the part had ended

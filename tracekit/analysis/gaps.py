@@ -45,7 +45,6 @@ launched the next work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import polars as pl
@@ -53,7 +52,6 @@ import polars as pl
 from tracekit.analysis import intervals
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
-from tracekit.analysis.shared import beside
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
@@ -112,11 +110,9 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     found = _find(rows, bounds, work)
     links = gpu_links(trace) if links is None else links
     found = _next_activity(found, links)
-    # the blame needs no evidence (it skips the short gaps, which the gap's length alone
-    # decides): it runs beside the evidence
-    with beside(partial(_blame, found, trace, min_gap_ns)) as blame:
-        found = _evidence(found, trace, work, links).with_columns(cause=_cause(min_gap_ns))
-    found = found.join(blame.result(), on="gid", how="left")
+    found = _evidence(found, trace, work, links)
+    found = found.with_columns(cause=_cause(min_gap_ns))
+    found = _blame(found, trace)
     out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA).sort("scope", "device", "stream", "start_ns",
                                                                  nulls_last=False)
     totals = _totals(out)
@@ -225,12 +221,11 @@ def _cause(min_gap_ns: int) -> pl.Expr:
     )
 
 
-def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
-    """gid, blame_op(_eid), annotation(_eid), module(_eid): the innermost slices on the
-    launching thread at g0, for the gaps that are not short (rule 1 of `_cause`)."""
-    points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("gap_ns") >= min_gap_ns)).select(
+def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
+    """blame_op(_eid), annotation, module: innermost slices on the launching thread at g0
+    (not looked up for short gaps)."""
+    points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("cause") != "short")).select(
         "gid", pid="launch_pid", tid="launch_tid", t="start_ns")
-    out = points.select("gid")
     ops = trace.ops
     kinds = {
         "blame_op": ops.filter(pl.col("cat") == "cpu_op"),
@@ -241,8 +236,8 @@ def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
     for col, slices in kinds.items():
         inner = _innermost(points, slices.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"))
         inner = inner.rename({"name": col, "eid": f"{col}_eid"})
-        out = out.join(inner, on="gid", how="left")
-    return out
+        found = found.join(inner, on="gid", how="left")
+    return found
 
 
 def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:

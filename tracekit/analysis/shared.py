@@ -13,10 +13,6 @@ input objects, so their ids cannot be reused by other objects while it lives; a 
 that asks for an entry another thread is computing waits for that result. The memo is
 a context variable: threads and tasks that did not enter `sharing()` never see it.
 Results are Polars frames, never modified in place, so sharing one object is safe.
-
-`beside(compute)` runs one part of an analysis on a thread of its own (in a copy of the
-context, so the part shares the memo) while the caller computes another: Polars releases
-the GIL, so two independent parts use both cores.
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar, copy_context
-from typing import Any, Self, TypeVar
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 _MEMO: ContextVar[dict[Any, Any] | None] = ContextVar("tracekit_shared_frames", default=None)
@@ -89,39 +85,3 @@ def store() -> dict[Any, Any] | None:
     """The memo of the current `sharing()` block (None outside one), for caches of their own
     shape (e.g. the taxonomy by name)."""
     return _MEMO.get()
-
-
-class Beside:
-    """`compute()` running on a thread of its own; `result()` waits for it. As a context
-    manager, leaving the block waits too (an error in the block wins over the thread's)."""
-
-    def __init__(self, compute: Callable[[], Any]) -> None:
-        self._compute = compute
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=copy_context().run, args=(self._run,), name="tracekit-beside",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._compute()
-        except BaseException as exc:  # noqa: BLE001 (raised by result(), in the caller's thread)
-            self._error = exc
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._thread.join()
-
-
-def beside(compute: Callable[[], Any]) -> Beside:
-    """Start `compute()` on a thread beside the caller's (see `Beside`)."""
-    return Beside(compute)
