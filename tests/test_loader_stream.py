@@ -194,6 +194,22 @@ def test_cache_gives_the_same_trace_and_is_reused(tmp_path, monkeypatch):
     assert tracekit.load(relative, cache=True, cache_dir=cache_dir).meta.path == relative
 
 
+def test_cached_frames_come_back_in_one_chunk_as_a_fresh_load_gives_them(tmp_path, monkeypatch):
+    path = busy_trace().write(tmp_path / "t.json.gz")
+    plain = tracekit.load(path)
+    write = pl.DataFrame.write_parquet
+    # small row groups, as a large trace's frames get: each reads back as a chunk of its own
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", lambda self, file, **kw: write(self, file, row_group_size=3, **kw))
+    tracekit.load(path, cache=True, cache_dir=tmp_path / "cache")
+    monkeypatch.undo()
+    assert pl.read_parquet(next((tmp_path / "cache").glob("*/ops.parquet"))).n_chunks() > 1
+    cached = tracekit.load(path, cache=True, cache_dir=tmp_path / "cache")
+    assert_same(plain, cached)
+    for name, frame in cached.frames().items():
+        assert frame.n_chunks() <= 1, name
+        assert plain.frames()[name].n_chunks() <= 1, name
+
+
 def test_cache_invalidated_when_the_file_changes(tmp_path):
     cache_dir = tmp_path / "cache"
     path = tmp_path / "t.json"
