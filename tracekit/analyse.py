@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -234,16 +234,19 @@ def _steps_timeline(trace: Trace) -> tuple[pl.DataFrame | None, Any]:
 
 
 def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]]) -> tuple[Any, list[Any]]:
-    """The critical path and its what-ifs, then (unless `keep_graph`) the path without its
-    dependency graph: the what-ifs were the graph's last readers (the findings get the
-    `no_launch_overhead` estimate they need), and at scale the graph is the largest
-    intermediate of all (about 40 % of the critical path's memory)."""
+    """The critical path and its what-ifs. The what-ifs are computed as soon as the path is
+    found, while the dependency graph is whole; then (unless `keep_graph`) the graph is let
+    go before the path's contexts and summary are made: at scale it is the largest
+    intermediate of all, and they would add to it (the findings get the
+    `no_launch_overhead` estimate they need from the what-ifs)."""
     _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
-    path = _optional("critical_path", trace, opts, notes["critical_path"], {})
-    whatifs = _optional("whatifs", trace, opts, notes["whatifs"], {"path": path}) or []
-    if path is not None and not opts.keep_graph:
-        path = replace(path, graph=None)
-    return path, whatifs
+    whatifs: list[Any] = []
+
+    def on_graph(graph: Any) -> None:
+        whatifs.extend(_optional("whatifs", trace, opts, notes["whatifs"], {"graph": graph}) or [])
+
+    path = _optional("critical_path", trace, opts, notes["critical_path"], {"on_graph": on_graph})
+    return path, whatifs if path is not None else []
 
 
 def _run_all(tasks: dict[str, Callable[[], Any]], workers: int) -> dict[str, Any]:
@@ -262,7 +265,8 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
         if name == "critical_path":
             from tracekit.analysis.critical_path import critical_path
 
-            return critical_path(trace, links=_links(trace))
+            return critical_path(trace, links=_links(trace), on_graph=shared.get("on_graph"),
+                                 keep_graph=opts.keep_graph)
         if name == "attention":
             from tracekit.analysis.attention import analyze_attention
 
@@ -274,8 +278,7 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
         if name == "whatifs":
             from tracekit.analysis.whatif import standard
 
-            graph = getattr(shared["path"], "graph", None)
-            return standard(graph) if graph is not None and not trace.gpu_work.is_empty() else []
+            return standard(shared["graph"]) if not trace.gpu_work.is_empty() else []
         if name == "findings":
             from tracekit.findings import run_findings
 

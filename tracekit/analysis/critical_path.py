@@ -20,6 +20,7 @@ there was nothing for the host to feed), an empty one `empty`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,14 +116,50 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
 
 
 def critical_path(trace: Trace, *, window: str | None = None, index: int | None = None,
-                  graph: DepGraph | None = None, links: pl.DataFrame | None = None, **graph_options: int) -> CriticalPath:
-    """The critical path of the whole trace or of one window (see `resolve_window`)."""
+                  graph: DepGraph | None = None, links: pl.DataFrame | None = None,
+                  on_graph: Callable[[DepGraph], object] | None = None, keep_graph: bool = True,
+                  **graph_options: int) -> CriticalPath:
+    """The critical path of the whole trace or of one window (see `resolve_window`).
+
+    on_graph: called with the dependency graph once the path is found (the what-ifs,
+        `whatif.standard`, read it there).
+    keep_graph: keep the graph in the result (`CriticalPath.graph`). Without it, a graph
+        this call built is let go before the segments get their contexts: at scale the
+        graph is the largest intermediate of all (the 1 GB trace's edges, CPU pieces and
+        their orders), and the contexts and the summary would otherwise add to it.
+    """
     label, start, end = resolve_window(trace, window, index=index)
     links = gpu_links(trace) if links is None else links
     dep = graph if graph is not None else build_graph(trace, start_ns=start, end_ns=end, links=links, **graph_options)
     nodes = path_nodes(dep)
-    segments = _with_context(path_segments(dep, nodes), dep, links)
-    return summarise(segments, dep, label=label, has_gpu=dep.edge_counts.get("gpu", 0) > 0)
+    if on_graph is not None:  # before the segments are made: its work and theirs need not coexist
+        on_graph(dep)
+    segs = path_segments(dep, nodes)
+    shape, slices, kept = GraphShape.of(dep), dep.slices, dep if keep_graph else None
+    del dep, graph  # (the caller's own graph stays alive with the caller)
+    segments = _with_context(segs, slices, links)
+    return summarise(segments, shape, label=label, graph=kept)
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What the summary reads of a dependency graph (which it need not keep)."""
+
+    start_ns: int
+    end_ns: int
+    nodes: int
+    edges: int
+    edge_counts: dict[str, int]
+    inferred_edges: int
+
+    @classmethod
+    def of(cls, dep: DepGraph) -> GraphShape:
+        return cls(start_ns=dep.start_ns, end_ns=dep.end_ns, nodes=len(dep.order), edges=dep.edges.height,
+                   edge_counts=dep.edge_counts, inferred_edges=dep.inferred_edges)
+
+    @property
+    def window_ns(self) -> int:
+        return self.end_ns - self.start_ns
 
 
 def path_nodes(dep: DepGraph) -> list[int]:
@@ -180,7 +217,7 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
     return both.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"), context=pl.lit(None, STR))
 
 
-def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.DataFrame:
+def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     """`context`: the module/op a host segment runs in; the launching op of GPU work.
 
     Host segments carry a CPU slice's eid and GPU segments an activity's (the event ids of
@@ -189,7 +226,7 @@ def _with_context(segs: pl.DataFrame, dep: DepGraph, links: pl.DataFrame) -> pl.
     ops after them) and its name read once at the end: text gathered and joined per step
     cost more than the walk itself (4.4M segments of the 1 GB trace).
     """
-    slices, eid = dep.slices, segs["eid"]
+    eid = segs["eid"]  # `slices`: the graph's CPU slices (`DepGraph.slices`)
     at = rows_of(slices, eid)  # the segment's slice, -1 for GPU work and the window's ends
     row = _host_rows(at, slices)
     gpu = pl.DataFrame({"_i": pl.int_range(eid.len(), dtype=I64, eager=True), "eid": eid}).filter(
@@ -247,8 +284,9 @@ def _host_rows(at: pl.Series, slices: pl.DataFrame, *, max_depth: int = 256) -> 
     return mod.zip_with(mod >= 0, top)
 
 
-def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -> CriticalPath:
-    window_ns = dep.window_ns
+def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGraph | None = None) -> CriticalPath:
+    window_ns = shape.window_ns
+    has_gpu = shape.edge_counts.get("gpu", 0) > 0
     per = segs.group_by("cls").agg(ns=pl.col("dur_ns").sum())
     by_class = pl.DataFrame({"cls": list(CLASSES)}, schema={"cls": CLASS}).join(per, on="cls", how="left").with_columns(
         pl.col("ns").fill_null(0)).with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
@@ -260,11 +298,11 @@ def summarise(segs: pl.DataFrame, dep: DepGraph, *, label: str, has_gpu: bool) -
                   .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
     return CriticalPath(
-        segments=segs, by_class=by_class, by_context=by_context, window=label, start_ns=dep.start_ns,
-        end_ns=dep.end_ns, weight_ns=int(segs["weight_ns"].sum() or 0), shares=shares, verdict=verdict,
+        segments=segs, by_class=by_class, by_context=by_context, window=label, start_ns=shape.start_ns,
+        end_ns=shape.end_ns, weight_ns=int(segs["weight_ns"].sum() or 0), shares=shares, verdict=verdict,
         verdict_share=share, sentence=_sentence(verdict, share, shares, segs),
-        nodes=len(dep.order), edges=dep.edges.height, edge_counts=dep.edge_counts,
-        inferred_edges=dep.inferred_edges, graph=dep)
+        nodes=shape.nodes, edges=shape.edges, edge_counts=shape.edge_counts,
+        inferred_edges=shape.inferred_edges, graph=graph)
 
 
 def _verdict(shares: dict[str, float], *, has_gpu: bool, window_ns: int) -> tuple[str, float]:
