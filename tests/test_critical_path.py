@@ -236,3 +236,18 @@ def test_analyse_releases_the_graph_after_its_readers(tmp_path):
 
     assert host(lean) == host(full) and host(lean)[0]["time_lost_ns"] == 235_000
 
+
+
+def test_on_graph_sees_the_whole_graph_and_a_lean_path_is_the_same_path(tmp_path):
+    """`on_graph` gets the graph the path was found in; without `keep_graph` the result is
+    the same path, summary and counts, without the graph."""
+    trace = launch_bound(n=10).load(tmp_path)
+    seen = []
+    lean = critical_path(trace, on_graph=seen.append, keep_graph=False)
+    full = critical_path(trace)
+    assert lean.graph is None and len(seen) == 1 and seen[0].edges.equals(full.graph.edges)
+    assert seen[0].segments.equals(full.graph.segments)
+    assert lean.segments.equals(full.segments) and lean.by_context.equals(full.by_context)
+    assert (lean.nodes, lean.edges, lean.edge_counts, lean.inferred_edges, lean.sentence) == (
+        full.nodes, full.edges, full.edge_counts, full.inferred_edges, full.sentence)
+    assert lean.nodes == len(full.graph.order) and lean.edges == full.graph.edges.height > 0
