@@ -8,8 +8,9 @@ Nothing here formats or prints.
 
 The independent analyses run on two threads (`workers_for`: one when two at once could need
 more than half the machine's memory; `AnalysisOptions.workers` decides instead; on large
-traces the heaviest wait for the critical path). The critical path's dependency graph is
-dropped once its what-ifs are computed, unless `AnalysisOptions.keep_graph`.
+traces the heaviest wait for the critical path). The critical path's what-ifs are computed
+as soon as the path is found, and its dependency graph is then let go, before the path's
+contexts and summary, unless `AnalysisOptions.keep_graph`.
 """
 
 from __future__ import annotations
