@@ -36,40 +36,30 @@ def test_inside_a_block_writes_run_behind_in_order_and_the_block_waits_for_them(
     assert seen == [("a", "tracekit-cache-write"), ("b", "queued")]
 
 
-def test_a_write_error_is_raised_on_leaving_the_block_after_the_other_writes():
+def _broken() -> None:
+    raise OSError("disk gone")
+
+
+@pytest.mark.parametrize("block_error", [None, ValueError("command failed")])
+def test_writes_finish_and_the_first_error_is_raised_on_leaving(block_error):
+    """A write's error is raised on leaving the block, after the other writes; an error of
+    the block itself wins over it, and the writes still finish."""
     seen = []
-
-    def broken():
-        raise OSError("disk gone")
-
-    with pytest.raises(OSError, match="disk gone"):
-        with writes_behind():
-            cache_writes.run(broken)
-            cache_writes.run(seen.append, "after")
+    expected = OSError if block_error is None else ValueError
+    with pytest.raises(expected), writes_behind():
+        cache_writes.run(_broken)
+        cache_writes.run(seen.append, "after")
+        if block_error is not None:
+            raise block_error
     assert seen == ["after"]
-
-
-def test_the_blocks_own_error_wins_and_its_writes_still_finish():
-    seen = []
-
-    def broken():
-        raise OSError("disk gone")
-
-    with pytest.raises(ValueError, match="command failed"):
-        with writes_behind():
-            cache_writes.run(broken)
-            cache_writes.run(seen.append, "kept")
-            raise ValueError("command failed")
-    assert seen == ["kept"]
 
 
 def test_an_interrupt_does_not_wait_for_the_writes():
     gate, seen = threading.Event(), []
     try:
-        with pytest.raises(KeyboardInterrupt):
-            with writes_behind():
-                cache_writes.run(lambda: (gate.wait(10), seen.append("written")))
-                raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt), writes_behind():
+            cache_writes.run(lambda: (gate.wait(10), seen.append("written")))
+            raise KeyboardInterrupt
         assert seen == []  # left while the write still waited
     finally:
         gate.set()
