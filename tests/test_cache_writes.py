@@ -3,6 +3,7 @@ background thread, in order, waited for (errors raised) when the block is left."
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -108,3 +109,32 @@ def test_the_command_writes_both_caches_behind_and_returns_once_they_are_written
     assert len([p for p in (cache / trace_cache.ANALYSES).iterdir() if not p.name.startswith(".")]) == 1
     assert main(["report", str(path), "--cache", "-o", str(tmp_path / "b.md")]) == 0
     assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
+
+
+def test_leaving_waits_inside_waiting_only_when_writes_are_left():
+    gate, events = threading.Event(), []
+
+    @contextlib.contextmanager
+    def waiting():
+        events.append("wait")
+        gate.set()  # the write may end now: the block is waiting for it
+        yield
+        events.append("done")
+
+    with writes_behind(waiting=waiting):
+        cache_writes.run(lambda: (gate.wait(10), events.append("written")))
+    assert events == ["wait", "written", "done"]
+    events.clear()
+    with writes_behind(waiting=waiting):
+        pass
+    assert events == []
+
+
+def test_the_commands_wait_for_its_writes_is_a_status_step(monkeypatch):
+    from tracekit.cli import main as cli_main
+
+    shown = []
+    monkeypatch.setattr("tracekit.cli.progress.Status.step", lambda self, text: shown.append(text))
+    with cli_main._storing():
+        pass
+    assert shown == ["writing the cache"]

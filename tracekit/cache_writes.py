@@ -22,7 +22,7 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 _WRITER: contextvars.ContextVar[_Writer | None] = contextvars.ContextVar("tracekit_cache_writer", default=None)
@@ -34,11 +34,20 @@ class _Writer:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
         self.error: BaseException | None = None
+        self._pending = 0  # writes handed over and not yet done
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="tracekit-cache-write", daemon=True)
         self._thread.start()
 
     def submit(self, write: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._pending += 1
         self._queue.put((write, args))
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._pending > 0
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -48,11 +57,17 @@ class _Writer:
             except BaseException as exc:  # noqa: BLE001 (raised in the block's thread on leaving)
                 if self.error is None:
                     self.error = exc
+            finally:
+                with self._lock:
+                    self._pending -= 1
 
-    def finish(self, *, raise_error: bool = True) -> None:
-        """Wait for every write handed over; raise the first error (if asked)."""
+    def finish(self, *, raise_error: bool = True,
+               waiting: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+        """Wait for every write handed over (inside `waiting()` when there is any left to
+        wait for); raise the first error (if asked)."""
         self._queue.put(None)
-        self._thread.join()
+        with waiting() if waiting is not None and self.busy else nullcontext():
+            self._thread.join()
         if raise_error and self.error is not None:
             raise self.error
 
@@ -62,8 +77,11 @@ class _Writer:
 
 
 @contextmanager
-def writes_behind() -> Iterator[None]:
-    """Inside the block, cache writes run on a background thread; leaving it waits for them."""
+def writes_behind(*, waiting: Callable[[], AbstractContextManager[Any]] | None = None) -> Iterator[None]:
+    """Inside the block, cache writes run on a background thread; leaving it waits for them.
+
+    waiting: a context manager to wait in when writes are left to wait for on leaving (the
+        `tracekit` command shows "writing the cache" on its status line meanwhile)."""
     writer = _Writer()
     token = _WRITER.set(writer)
     try:
@@ -76,10 +94,10 @@ def writes_behind() -> Iterator[None]:
         _WRITER.reset(token)
         # the entries are still good (a command that failed after its load keeps them); the
         # command's own error is the one to raise
-        writer.finish(raise_error=False)
+        writer.finish(raise_error=False, waiting=waiting)
         raise
     _WRITER.reset(token)
-    writer.finish()
+    writer.finish(waiting=waiting)
 
 
 def run(write: Callable[..., Any], *args: Any) -> None:

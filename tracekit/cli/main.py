@@ -10,6 +10,8 @@ import importlib
 import io
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tracekit import allocator
 
@@ -167,11 +169,24 @@ def run() -> None:
     os._exit(code)
 
 
+@contextmanager
+def _storing() -> Iterator[None]:
+    """The status line (on a terminal) while the command waits for its cache writes."""
+    from tracekit.cli.progress import Status
+
+    status = Status()
+    status.step("writing the cache")
+    try:
+        yield
+    finally:
+        status.close()
+
+
 def _run(args: list[str]) -> int:
     debug = "--debug" in args
     try:
         # the caches are written while the command goes on; it returns once they are
-        with writes_behind():
+        with writes_behind(waiting=_storing):
             rc = cli.main(args=args, prog_name="tracekit", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except click.exceptions.Exit as exc:
