@@ -32,22 +32,14 @@ class _Writer:
     """One daemon thread running the writes handed to it, in order; the first error kept."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        # its count of unfinished items says whether a write is still to be waited for
+        self._queue: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
         self.error: BaseException | None = None
-        self._pending = 0  # writes handed over and not yet done
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="tracekit-cache-write", daemon=True)
         self._thread.start()
 
     def submit(self, write: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._pending += 1
         self._queue.put((write, args))
-
-    @property
-    def busy(self) -> bool:
-        with self._lock:
-            return self._pending > 0
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -58,15 +50,15 @@ class _Writer:
                 if self.error is None:
                     self.error = exc
             finally:
-                with self._lock:
-                    self._pending -= 1
+                self._queue.task_done()
 
     def finish(self, *, raise_error: bool = True,
                waiting: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
         """Wait for every write handed over (inside `waiting()` when there is any left to
         wait for); raise the first error (if asked)."""
+        busy = self._queue.unfinished_tasks > 0  # (read before the stop below is counted)
         self._queue.put(None)
-        with waiting() if waiting is not None and self.busy else nullcontext():
+        with waiting() if waiting is not None and busy else nullcontext():
             self._thread.join()
         if raise_error and self.error is not None:
             raise self.error
@@ -87,17 +79,17 @@ def writes_behind(*, waiting: Callable[[], AbstractContextManager[Any]] | None =
     try:
         yield
     except KeyboardInterrupt:
-        _WRITER.reset(token)
         writer.abandon()
         raise
     except BaseException:
-        _WRITER.reset(token)
         # the entries are still good (a command that failed after its load keeps them); the
         # command's own error is the one to raise
         writer.finish(raise_error=False, waiting=waiting)
         raise
-    _WRITER.reset(token)
-    writer.finish(waiting=waiting)
+    else:
+        writer.finish(waiting=waiting)
+    finally:
+        _WRITER.reset(token)
 
 
 def run(write: Callable[..., Any], *args: Any) -> None:
