@@ -251,3 +251,55 @@ def test_on_graph_sees_the_whole_graph_and_a_lean_path_is_the_same_path(tmp_path
     assert (lean.nodes, lean.edges, lean.edge_counts, lean.inferred_edges, lean.sentence) == (
         full.nodes, full.edges, full.edge_counts, full.inferred_edges, full.sentence)
     assert lean.nodes == len(full.graph.order) and lean.edges == full.graph.edges.height > 0
+
+
+# -- path segments ------------------------------------------------------------------------------
+
+def _segments_one_edge_at_a_time(dep, nodes: list[int]) -> list[tuple]:
+    """`path_segments` spelled out: each step of the path is its edge's row, a cpu edge its
+    pieces in their order; the window before and after the path is idle."""
+    cols = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns"]
+    rows = []
+    for src, dst in zip(nodes[:-1], nodes[1:]):
+        edge = dep.edges.filter((pl.col("src") == src) & (pl.col("dst") == dst))
+        if edge.is_empty():
+            continue
+        e = edge.row(0, named=True)
+        if e["kind"] == "cpu":
+            pieces = dep.segments.filter(pl.col("src") == src).select(cols)
+            rows += [(*p, "cpu", False, None) for p in pieces.iter_rows()]
+        else:
+            rows.append((*(e[c] for c in cols), e["kind"], e["inferred"], e["src_eid"]))
+    first = rows[0][0] if rows else dep.end_ns
+    last = rows[-1][1] if rows else dep.end_ns
+    idle = ("idle", "outside the path", None, None, 0, "window", False, None)
+    return ([(dep.start_ns, first, *idle)] if first > dep.start_ns else []) + rows + (
+        [(last, dep.end_ns, *idle)] if dep.end_ns > last else [])
+
+
+@pytest.mark.parametrize("part", [slice(None), slice(1, -1), slice(2, 5), slice(0, 1), slice(0, 0)])
+def test_path_segments_are_the_path_edges_one_at_a_time(tmp_path, part):
+    from tracekit.analysis.critical_path import PATH_SCHEMA, path_nodes, path_segments
+    from tracekit.analysis.graph import build_graph
+
+    dep = build_graph(launch_bound().load(tmp_path))
+    nodes = path_nodes(dep)[part]
+    segs = path_segments(dep, nodes)
+    assert segs.schema == pl.Schema(PATH_SCHEMA)
+    cols = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", "edge", "inferred", "src_eid"]
+    expected = _segments_one_edge_at_a_time(dep, nodes)
+    assert segs.select(cols).rows() == expected and len(expected) > 0
+    assert segs["dur_ns"].to_list() == [e - s for s, e, *_ in expected]
+    if part == slice(1, -1):  # both ends of the window are outside this part of the path
+        assert segs["edge"][0] == segs["edge"][-1] == "window"
+
+
+@pytest.mark.real
+def test_real_path_segments_are_the_path_edges_one_at_a_time():
+    from tracekit.analysis.critical_path import path_nodes, path_segments
+    from tracekit.analysis.graph import build_graph
+
+    dep = build_graph(load_cached(real_trace("h100_qwen15_05b_hf_inference.json.gz")))
+    nodes = path_nodes(dep)[100:400]
+    cols = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", "edge", "inferred", "src_eid"]
+    assert path_segments(dep, nodes).select(cols).rows() == _segments_one_edge_at_a_time(dep, nodes)

@@ -181,48 +181,50 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     parts = [gpu, _sync_edges(syncs, work, points, slices), _launch_edges(work, points), cross,
              _chain_edges(segments, anchors)]
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts])
-    edges, order = _in_order(edges, points, work)
-    dropped = edges.filter(~pl.col("_ok")).height
-    edges = edges.filter("_ok").drop("_ok")
-    inferred = edges.filter(pl.col("inferred"))
+    ok, order = _in_order(edges, points, work)
+    dropped = ok.len() - ok.sum()
+    del parts, gpu, cross, points, work  # (the edges' pieces stay with `edges` until it is made one chunk)
+    # one chunk per column (every reader gathers or joins on them; chunked, the what-ifs took
+    # 20 % longer), made once the order's work is let go: a copy either way
+    edges = (edges.filter(ok) if dropped else edges).rechunk()
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
     kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
     return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
-                    edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=inferred.height,
+                    edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=int(edges["inferred"].sum()),
                     dropped_edges=dropped, order=order,
                     sync_records=_records(trace, w0, w1).height)
 
 
-def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """Rank every node by (time, kind, id) and flag the edges that go forward in it (`_ok`).
+def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """Rank every node by (time, kind, id) and flag the edges that go forward in it.
 
     Every edge goes forward in time; at equal times the kinds are ordered GPU end < CPU end
     < CPU start < GPU start (a zero-length GPU activity's end counts as a start), which every
     kind of edge respects but for rare equal-time corners (those, and edges back in time
-    from clock skew, are left out: the graph is a DAG by construction). Returns the edges
-    with `_ok` and the nodes of the kept edges in rank order (a topological order).
+    from clock skew, are left out: the graph is a DAG by construction). Returns the flags
+    (one per edge) and the nodes of the kept edges in rank order (a topological order).
     """
-    cpu = points.select("node", "t", k=pl.when("opening").then(2).otherwise(1).cast(I64))  # in node order
-    gpu = pl.concat([work.select(node="s_node", t="ts_ns", k=pl.lit(3, I64)),
-                     work.select(node="e_node", t="end_ns",
-                                 k=pl.when(pl.col("end_ns") > pl.col("ts_ns")).then(0).otherwise(3).cast(I64))])
-    gpu = gpu.sort("node")
+    opening = pl.col("opening")
+    ends, starts = ((points.lazy().filter(which).select("node", "t")) for which in (~opening, opening))  # in node order
+    gpu = pl.concat([work.lazy().select(node="s_node", t="ts_ns", k=pl.lit(3, I64)),
+                     work.lazy().select(node="e_node", t="end_ns",
+                                        k=pl.when(pl.col("end_ns") > pl.col("ts_ns")).then(0).otherwise(3).cast(I64))])
+    gpu = gpu.sort("node").collect().lazy()
+    k = pl.col("k")
     # (t, k, node) order as a stable sort on t alone: the rows go in already in (k, node)
     # order (each kind's rows in node order, the kinds one after the other), cheaper than a
-    # sort on three keys
-    k = pl.col("k")
-    ranked = pl.concat([gpu.filter(k == 0), cpu.filter(k == 1), cpu.filter(k == 2), gpu.filter(k == 3)]).sort(
-        "t", maintain_order=True)["node"]
+    # sort on three keys; only the nodes are gathered in that order
+    parts = [gpu.filter(k == 0).select("node", "t"), ends, starts, gpu.filter(k == 3).select("node", "t")]
+    ranked = pl.concat(parts).select(pl.col("node").sort_by("t", maintain_order=True)).collect()["node"]
     # nodes are 0..n-1 (points' rows, then two per GPU activity): rank and membership are
     # arrays indexed by node, read with gathers instead of joins
     n = ranked.len()
     rank = pl.Series(dtype=I64).extend_constant(0, n).scatter(ranked, pl.int_range(n, dtype=I64, eager=True))
     ok = rank.gather(edges["src"]) < rank.gather(edges["dst"])
-    edges = edges.with_columns(_ok=ok)
-    kept = edges.filter(ok)
+    kept = edges.select("src", "dst").filter(ok)
     used = pl.Series(dtype=BOOL).extend_constant(False, n).scatter(kept["src"], True).scatter(kept["dst"], True)
     order = ranked.filter(used.gather(ranked)).rename("node")
-    return edges, order
+    return ok, order
 
 
 # -- inputs --------------------------------------------------------------------------------
