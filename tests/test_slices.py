@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis import intervals, native
-from tracekit.analysis.nesting import rows_of, with_parents
+from tracekit.analysis.nesting import in_time_order, rows_of, with_parents
 
 needs_c = pytest.mark.skipif(native.slices is None, reason="the C pass is not built (no C compiler at install)")
 SCHEMA = {"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64}
@@ -367,3 +367,15 @@ def test_rows_of_table_matches_the_join(keys, queries):
     series = pl.Series(queries, dtype=pl.Int64)
     got = rows_of(frame, series).to_list()
     assert got == [keys.index(q) if q in keys else -1 for q in queries]
+
+
+@given(st.lists(st.integers(0, 5), max_size=30), st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None)
+def test_in_time_order_sorts_only_what_is_out_of_order(times, rnd):
+    eids = list(range(len(times)))
+    rnd.shuffle(eids)
+    frame = pl.DataFrame({"eid": eids, "ts_ns": times, "x": [str(t) for t in times]},
+                         schema={"eid": pl.Int64, "ts_ns": pl.Int64, "x": pl.String})
+    expected = frame.sort("ts_ns", "eid")
+    assert in_time_order(frame).equals(expected)
+    assert in_time_order(expected) is expected  # already in order: the same frame, not a copy

@@ -15,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
+from tracekit.analysis.nesting import in_time_order, parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import remember
 from tracekit.model import GPU_WORK_CATS, Trace
 
@@ -53,16 +53,17 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
         .unique("external_id", keep="first")
         .select("external_id", pl.col("eid").alias("_x_eid"))
     )
-    linked = rt.join(by_ext, on="external_id", how="left")
+    # the joins keep the calls' order (time, then eid): no sort of every column afterwards
+    linked = rt.join(by_ext, on="external_id", how="left", maintain_order="left")
     contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), ops)
-    linked = linked.join(contained, on="eid", how="left").with_columns(
+    linked = linked.join(contained, on="eid", how="left", maintain_order="left").with_columns(
         op_eid=pl.coalesce("_x_eid", "_c_eid"),
         link=pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("external_id"))
         .when(pl.col("_c_eid").is_not_null()).then(pl.lit("containment")),
     )
     names = ops.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"),
                        pl.col("external_id").alias("op_external_id"))
-    return linked.join(names, on="op_eid", how="left").drop("_x_eid", "_c_eid").sort("ts_ns", "eid")
+    return in_time_order(linked.join(names, on="op_eid", how="left", maintain_order="left").drop("_x_eid", "_c_eid"))
 
 
 def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 64) -> pl.DataFrame:
@@ -119,16 +120,16 @@ def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("correlation").is_not_null())
         .unique("correlation", keep="first")
     )
-    out = work.join(calls, on="correlation", how="left")
+    out = work.join(calls, on="correlation", how="left", maintain_order="left")  # (as the work: in time order)
     ops = trace.ops.select("cat", "external_id", "eid", "name").filter(
         (pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
     by_ext = ops.unique("external_id", keep="last").select(
         pl.col("external_id"), pl.col("eid").alias("_x_eid"), pl.col("name").alias("_x_name")
     )
-    out = out.join(by_ext, on="external_id", how="left").with_columns(
+    out = out.join(by_ext, on="external_id", how="left", maintain_order="left").with_columns(
         op_eid=pl.coalesce("op_eid", "_x_eid"),
         op_name=pl.coalesce("op_name", "_x_name"),
         op_external_id=pl.coalesce("op_external_id", pl.when(pl.col("_x_eid").is_not_null()).then("external_id")),
         link=pl.coalesce("link", pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id"))),
     )
-    return out.drop("_x_eid", "_x_name").sort("ts_ns", "eid")
+    return in_time_order(out.drop("_x_eid", "_x_name"))

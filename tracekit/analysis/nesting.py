@@ -38,9 +38,15 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
         # the work runs on the columns it needs; the answer joins back onto the rows (a wide
         # frame sorted and joined three times cost more than the nesting itself)
         out = ops.join(_nest(cols), on="eid", how="left", maintain_order="left")
+    return in_time_order(out)
+
+
+def in_time_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` sorted by (ts_ns, eid), as a trace's frames are: sorted only when it is not
+    (the check reads two columns; a sort copies them all)."""
     ts, eid = pl.col("ts_ns"), pl.col("eid")
-    in_order = out.select(((ts.diff() > 0) | ((ts.diff() == 0) & (eid.diff() > 0))).slice(1).all(ignore_nulls=False)).item()
-    return out if in_order else out.sort("ts_ns", "eid")
+    ordered = frame.select(((ts.diff() > 0) | ((ts.diff() == 0) & (eid.diff() > 0))).slice(1).all(ignore_nulls=False))
+    return frame if frame.height < 2 or ordered.item() else frame.sort("ts_ns", "eid")
 
 
 def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
