@@ -28,7 +28,7 @@ import polars as pl
 from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.nesting import ancestors, parent_rows, rows_of
+from tracekit.analysis.nesting import ancestors, in_time_order, parent_rows, rows_of
 from tracekit.analysis.shared import remember
 from tracekit.model import Trace
 
@@ -166,15 +166,17 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
     incl = events.join(closure, on="eid").group_by("ancestor_eid").agg(
         gpu_events_incl=pl.len(), kernels_incl=pl.col("_kernel").sum(), gpu_incl_ns=pl.col("dur_ns").sum(),
     ).rename({"ancestor_eid": "eid"})
-    out = nested
+    # the ops' own columns are picked before the joins (each would copy every column of the
+    # ops), and the joins keep the ops' time order: sorted only if it was not
+    out = nested.select(c for c in INSTANCE_SCHEMA if c in nested.columns)
     for part in (children, n_launch, own, incl):
-        out = out.join(part, on="eid", how="left")
+        out = out.join(part, on="eid", how="left", maintain_order="left")
     zero = ["launches", "gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns"]
     out = out.with_columns(
         *(pl.col(c).fill_null(0) for c in zero),
         self_ns=(pl.col("dur_ns") - pl.col("_child_ns").fill_null(0)).clip(lower_bound=0),
     )
-    return out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA).sort("ts_ns", "eid")
+    return in_time_order(out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA))
 
 
 def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame, *,
