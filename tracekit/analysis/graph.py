@@ -164,13 +164,13 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     slices, work = _clip(slices, w0, w1), _clip(work, w0, w1)
     nested = with_parents(slices.with_columns(dur_ns=pl.col("end_ns") - pl.col("ts_ns")))
     syncs = sync_waits(trace, slices, work, tolerance_ns=sync_tolerance_ns, min_blocking_ns=min_blocking_ns)
-    points = _points(nested)
+    points, lanes = _points(nested)
     gpu_base = points.height
     work = work.sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
         s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1)
     launched = work.filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique()
     callers = links.select(eid="launch_eid").drop_nulls().unique()
-    segments, anchors = _segments(points, nested, syncs, launched, callers, idle_gap_ns)
+    segments, anchors = _segments(points, lanes, nested, syncs, launched, callers, idle_gap_ns)
     gpu = _gpu_edges(work)
     # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
     # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
@@ -178,8 +178,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     cross = cross_stream_edges(trace, slices, work).unique(["src", "dst"], keep="first", maintain_order=True)
     cross = cross.join(gpu.filter(pl.col("kind") == "stream").select("src", "dst"), on=["src", "dst"], how="anti",
                        maintain_order="left")
-    parts = [gpu, _sync_edges(syncs, work, points, slices), _launch_edges(work, points), cross,
-             _chain_edges(segments, anchors)]
+    parts = [gpu, _sync_edges(syncs, work, points, lanes, slices), _launch_edges(work, points), cross,
+             _chain_edges(segments, anchors, lanes)]
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts])
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
@@ -269,30 +269,33 @@ def _clip(frame: pl.DataFrame, w0: int, w1: int) -> pl.DataFrame:
 
 # -- CPU chains ----------------------------------------------------------------------------
 
-def _points(nested: pl.DataFrame) -> pl.DataFrame:
-    """Start/end points of the CPU slices in chain order; `node` = row index.
+def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Start/end points of the CPU slices in chain order; `node` = row index. And each
+    thread's lane (`cpu:pid:tid`), by `_thread`.
 
     At equal times ends come before starts, inner ends before outer ones, outer starts
     before inner ones. A zero-length slice has only its start point. `owner` is the
     innermost slice open right after the point. Threads sort as (pid, tid) through one
-    integer per thread (`_thread`, their rank): sorting on two strings costs more; each
-    thread's `lane` text is made once and shared by its points.
+    integer per thread (`_thread`, their rank): sorting on two strings costs more. The
+    points carry that integer, not the lane's text: a row's lane is read from `lanes` where
+    an edge or a piece needs it (a text column sorted with the points cost 16 bytes a
+    point, 150 MB on the 1 GB trace).
     """
     dur = pl.col("end_ns") - pl.col("ts_ns")
-    threads = (nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
-               .with_columns(lane=pl.format("cpu:{}:{}", "pid", "tid")))  # one string per thread, shared by its rows
+    threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
+    lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid")).to_series().rename("lane")
     nested = nested.select("eid", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid").join(
-        threads.select("pid", "tid", "_thread", "lane"), on=["pid", "tid"], how="left", nulls_equal=True)
-    starts = nested.select("_thread", "lane", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
+        threads, on=["pid", "tid"], how="left", nulls_equal=True)
+    starts = nested.select("_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
                            key=pl.col("depth"), owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
-    ends = nested.filter(dur > 0).select("_thread", "lane", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
+    ends = nested.filter(dur > 0).select("_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
                                          key=-pl.col("depth"), owner=pl.col("parent_eid"))
     pts = pl.concat([starts, ends]).sort("_thread", "t", "opening", "key", "eid")
-    return pts.with_row_index("node").with_columns(pl.col("node").cast(I64))
+    return pts.with_row_index("node").with_columns(pl.col("node").cast(I64)), lanes
 
 
-def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, launched: pl.DataFrame,
-              callers: pl.DataFrame, idle_gap_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _segments(points: pl.DataFrame, lanes: pl.Series, nested: pl.DataFrame, syncs: pl.DataFrame,
+              launched: pl.DataFrame, callers: pl.DataFrame, idle_gap_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The CPU pieces (SEGMENT_SCHEMA, `src` = the anchor the piece's chain edge starts at) and the anchors."""
     same = pl.col("_thread") == pl.col("_thread").shift(-1)
     first = ~(pl.col("_thread") == pl.col("_thread").shift(1)).fill_null(False)
@@ -321,9 +324,9 @@ def _segments(points: pl.DataFrame, nested: pl.DataFrame, syncs: pl.DataFrame, l
         weight_ns=pl.when(pl.col("cls") == "idle").then(0)
         .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
         .otherwise(length))
-    seg = seg.select("src", "lane", start_ns="t", end_ns="_next", cls="cls", weight_ns="weight_ns",
-                     eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
-    anchors = pts.filter("_anchor").select("node", "lane", "t", "eid")
+    seg = seg.select("src", lanes.gather(seg["_thread"]), start_ns="t", end_ns="_next", cls="cls",
+                     weight_ns="weight_ns", eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
+    anchors = pts.filter("_anchor").select("node", "_thread", "t", "eid")
     return seg, anchors
 
 
@@ -358,16 +361,17 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
                                                                how="left")
 
 
-def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
+def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series) -> pl.DataFrame:
     """One edge per pair of consecutive anchors on a thread: the sum of the pieces between."""
     sums = segments.group_by("src").agg(weight_ns=pl.col("weight_ns").sum())
-    same = pl.col("lane") == pl.col("lane").shift(-1)
+    same = pl.col("_thread") == pl.col("_thread").shift(-1)
     pairs = anchors.sort("node").with_columns(
         dst=pl.when(same).then(pl.col("node").shift(-1)), _end=pl.when(same).then(pl.col("t").shift(-1)))
     pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left")
     return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns=pl.col("weight_ns").fill_null(0),
                         start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
-                        name=pl.lit(None, STR), lane="lane", inferred=pl.lit(False), src_eid=pl.lit(None, I64))
+                        name=pl.lit(None, STR), lane=lanes.gather(pairs["_thread"]), inferred=pl.lit(False),
+                        src_eid=pl.lit(None, I64))
 
 
 # -- GPU side ------------------------------------------------------------------------------
@@ -394,14 +398,15 @@ def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
                        lane=pl.format("gpu:{}:{}", "device", "stream"), inferred=pl.lit(False), src_eid="launch_eid")
 
 
-def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
-    ends = points.filter(~pl.col("opening")).select("eid", dst="node", end_ns="t", lane="lane")
+def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, lanes: pl.Series,
+                slices: pl.DataFrame) -> pl.DataFrame:
+    ends = points.filter(~pl.col("opening")).select("eid", "_thread", dst="node", end_ns="t")
     rows = syncs.filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid").join(
         work.select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid").join(
         slices.select("eid", "name"), on="eid", how="left")
     return rows.select("src", "dst", kind=pl.lit("sync", KIND), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
-                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane="lane", inferred="inferred",
-                       src_eid="gpu_eid")
+                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane=lanes.gather(rows["_thread"]),
+                       inferred="inferred", src_eid="gpu_eid")
 
 
 def _records(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
