@@ -257,3 +257,20 @@ def test_analysis_is_the_same_every_run(name):
     first = dataclasses.replace(analyse(trace), trace=None)
     for _ in range(3):
         same(first, dataclasses.replace(analyse(trace), trace=None))
+
+
+def test_a_frame_is_written_once_however_its_text_is_shared(tmp_path):
+    """Text gathered from a large column keeps pointing into that column's buffers: in
+    several record batches, each batch would carry every buffer again."""
+    import random
+
+    rnd = random.Random(7)
+    big = pl.Series("name", [f"{rnd.getrandbits(128):032x}" for _ in range(200_000)])  # 6.4 MB, incompressible
+    rows = pl.Series(list(range(200_000)) * 2)  # 400k rows, each name a view into `big`
+    frame = pl.DataFrame({"name": big.gather(rows), "n": rows})
+    path = tmp_path / "f.arrow"
+    analysis_cache.write_frame(frame, path)
+    back = pl.read_ipc(path)
+    assert back.equals(frame)
+    assert all(back[c].n_chunks() == 1 for c in back.columns)
+    assert path.stat().st_size < 7_000_000  # the names once: 5.5 MB (in batches of Polars' default size, 9 MB)

@@ -125,7 +125,7 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
         base.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
         for i, frame in enumerate(frames):
-            frame.write_ipc(tmp / f"f{i}.arrow", compression=COMPRESSION)
+            write_frame(frame, tmp / f"f{i}.arrow")
         doc = {"key": key, "version": code_version(), "frames": len(frames), "tree": tree}
         (tmp / TREE).write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
         loader_cache.publish(tmp, base / key, directory)
@@ -134,6 +134,15 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         return False
+
+
+def write_frame(frame: pl.DataFrame, path: Path) -> None:
+    """One frame of an entry, as one record batch. A text column's values may point into
+    large buffers shared with other frames (names gathered from the trace's), and each
+    batch writes every buffer its rows point into: in 36 batches, the 1 GB trace's path
+    segments were read back as 1.4 GB, in one as 0.48 GB (and in one chunk, which later
+    gathers of text want)."""
+    frame.write_ipc(path, compression=COMPRESSION, record_batch_size=max(frame.height, 1))
 
 
 # the tree: JSON values, with tagged objects for what JSON has no form of

@@ -44,9 +44,11 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
 def in_time_order(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` sorted by (ts_ns, eid), as a trace's frames are: sorted only when it is not
     (the check reads two columns; a sort copies them all)."""
+    if frame.height < 2:
+        return frame
     ts, eid = pl.col("ts_ns"), pl.col("eid")
     ordered = frame.select(((ts.diff() > 0) | ((ts.diff() == 0) & (eid.diff() > 0))).slice(1).all(ignore_nulls=False))
-    return frame if frame.height < 2 or ordered.item() else frame.sort("ts_ns", "eid")
+    return frame if ordered.item() else frame.sort("ts_ns", "eid")  # (a null time is out of order: sorted)
 
 
 def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
