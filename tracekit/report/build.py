@@ -154,25 +154,34 @@ def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
         t0, t1 = int(cpu["ts_ns"].min()), int(cpu["end_ns"].max())
     else:
         t0, t1 = int(dev["start_ns"].min()), int(dev["end_ns"].max())
-    tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts)]
+    idle_and_path = _idle_and_path_lanes(a)  # the same for both timelines: made once
+    tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts, idle_and_path)]
     zoom = _zoom_window(a, opts.zoom)
     if zoom is not None:
         name, z0, z1 = zoom
-        tls.append(_timeline(a, "timeline-zoom", f"Zoom: {name}", z0, z1, opts))
+        tls.append(_timeline(a, "timeline-zoom", f"Zoom: {name}", z0, z1, opts, idle_and_path))
     return Section(id="timeline", title="Timeline", timelines=tls,
                    intro="GPU streams coloured by kernel class, each device's idle time coloured by cause, the busiest "
                          "CPU threads (ops, launch calls, blocking syncs) and the critical path. Each pixel column shows "
                          "what covered most of it; hover for counts. Bands are profiler steps.")
 
 
-def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOptions):
-    trace = a.trace
-    lanes = gpu_lanes(trace, t0=t0, t1=t1, classes=a.kernels)
+def _idle_and_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
+    """Each device's idle time by cause, and the critical path (whole-trace lanes: a
+    timeline draws the part inside its window)."""
+    lanes = []
     gaps = a.gaps.gaps.filter(pl.col("scope") == "device")
     for device, rows in sorted(gaps.group_by("device"), key=lambda kv: kv[0][0] or 0):
         iv = rows.select("start_ns", "end_ns", cls=pl.format("gap-{}", pl.col("cause")), prio=pl.lit(1, pl.Int64))
         lanes.append((f"GPU {device[0]} idle", f"idle time of device {device[0]} by cause", iv))
-    lanes += extras.critical_path_lanes(a)
+    return lanes + extras.critical_path_lanes(a)
+
+
+def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOptions,
+              idle_and_path: list[tuple[str, str, pl.DataFrame]]):
+    trace = a.trace
+    lanes = gpu_lanes(trace, t0=t0, t1=t1, classes=a.kernels)
+    lanes += idle_and_path
     lanes += cpu_lanes(trace, t0=t0, t1=t1)
     steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
     bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first").sort("start_ns")
