@@ -159,10 +159,11 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
     children = children.rename({"parent_eid": "eid"})
     is_launch = launch_family(pl.col("name")).is_not_null() & pl.col("op_eid").is_not_null()
     n_launch = launches.filter(is_launch).group_by("op_eid").agg(launches=pl.len()).rename({"op_eid": "eid"})
-    own = gpu.filter(pl.col("op_eid").is_not_null()).group_by("op_eid").agg(
-        gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum()).rename({"op_eid": "eid"})
-    events = gpu.filter(pl.col("op_eid").is_not_null()).select(
-        pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64))
+    # (lazy: the filters read only the columns used, not a copy of every column of the links)
+    own = gpu.lazy().filter(pl.col("op_eid").is_not_null()).group_by("op_eid").agg(
+        gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum()).rename({"op_eid": "eid"}).collect()
+    events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
+        pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64)).collect()
     incl = events.join(closure, on="eid").group_by("ancestor_eid").agg(
         gpu_events_incl=pl.len(), kernels_incl=pl.col("_kernel").sum(), gpu_incl_ns=pl.col("dur_ns").sum(),
     ).rename({"ancestor_eid": "eid"})
@@ -198,8 +199,8 @@ def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame,
         gpu_events_self=pl.col("gpu_events_self").sum(),
         calls_without_gpu=(pl.col("gpu_events_incl") == 0).sum(),
     )
-    events = gpu.filter(pl.col("op_eid").is_not_null()).select(
-        pl.col("eid").alias("_g"), pl.col("op_eid").alias("eid"), "dur_ns", _kernel=pl.col("cat") == "kernel")
+    events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
+        pl.col("eid").alias("_g"), pl.col("op_eid").alias("eid"), "dur_ns", _kernel=pl.col("cat") == "kernel").collect()
     # each GPU event once per name, however many same-name ancestors it has
     per_name = (events.join(closure, on="eid").join(anc_names, on="ancestor_eid")
                 .unique(["_g", "_anc_name"]).group_by("_anc_name").agg(

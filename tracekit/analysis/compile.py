@@ -134,10 +134,10 @@ def _regions(nested: pl.DataFrame, launches: pl.DataFrame, in_region: pl.DataFra
     if nested.is_empty():
         return pl.DataFrame(schema=REGION_SCHEMA)
     closure = pl.concat([nested.select("eid", ancestor_eid="eid"), ancestors(nested).cast(I64)])
-    triton_gpu = gpu.filter(pl.col("launch_eid").is_not_null()).group_by("launch_eid").agg(
+    triton_gpu = gpu.lazy().filter(pl.col("launch_eid").is_not_null()).group_by("launch_eid").agg(
         triton_events=pl.col("name").str.contains(TRITON).sum(),
         triton_ns=pl.col("dur_ns").filter(pl.col("name").str.contains(TRITON)).sum(),
-    ).rename({"launch_eid": "eid"})
+    ).rename({"launch_eid": "eid"}).collect()  # (lazy: the filter copies only the columns read)
     calls = (in_region.join(launches.select("eid", "dur_ns", "gpu_events", "gpu_ns", "family"), on="eid")
              .join(triton_gpu, on="eid", how="left")
              .join(closure.rename({"eid": "region_eid"}), on="region_eid"))

@@ -138,11 +138,13 @@ def _launches(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     calls = calls.with_columns(family=launch_family(pl.col("name"))).filter(pl.col("family").is_not_null())
     if calls.is_empty():
         return pl.DataFrame(schema=LAUNCH_SCHEMA)
-    work = gpu.filter(pl.col("launch_eid").is_not_null()).sort("ts_ns", "eid").group_by("launch_eid").agg(
+    # lazy: the filter and the sort read only the columns the sums need (eager, each copied
+    # every column of the GPU links)
+    work = gpu.lazy().filter(pl.col("launch_eid").is_not_null()).sort("ts_ns", "eid").group_by("launch_eid").agg(
         gpu_events=pl.len(), gpu_ns=pl.col("dur_ns").sum(), device=pl.col("device").first(),
         stream=pl.col("stream").first(), first_gpu_ts_ns=pl.col("ts_ns").min(),
         last_gpu_end_ns=pl.col("end_ns").max(),
-    ).rename({"launch_eid": "eid"})
+    ).rename({"launch_eid": "eid"}).collect()
     out = calls.join(work, on="eid", how="left").with_columns(
         pl.col("gpu_events", "gpu_ns").fill_null(0),
         latency_ns=pl.col("first_gpu_ts_ns") - pl.col("end_ns"),
@@ -170,7 +172,8 @@ def _queue(gpu: pl.DataFrame) -> pl.DataFrame:
     activity never finishes before its own launch (skewed ends are moved up to it), so every
     depth is >= 1.
     """
-    rows = gpu.filter(pl.col("launch_ts_ns").is_not_null())
+    rows = gpu.select("device", "stream", "eid", "launch_eid", "launch_ts_ns", "end_ns").filter(
+        pl.col("launch_ts_ns").is_not_null())
     if rows.is_empty():
         return pl.DataFrame(schema=QUEUE_SCHEMA)
     keys = ["device", "stream"]
