@@ -159,11 +159,11 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
     children = children.rename({"parent_eid": "eid"})
     is_launch = launch_family(pl.col("name")).is_not_null() & pl.col("op_eid").is_not_null()
     n_launch = launches.filter(is_launch).group_by("op_eid").agg(launches=pl.len()).rename({"op_eid": "eid"})
-    # (lazy: the filters read only the columns used, not a copy of every column of the links)
-    own = gpu.lazy().filter(pl.col("op_eid").is_not_null()).group_by("op_eid").agg(
-        gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum()).rename({"op_eid": "eid"}).collect()
+    # the linked GPU events, once (lazy: the filter reads only these columns, not a copy of
+    # every column of the links); each op's own events and its subtree's are sums over them
     events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
         pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64)).collect()
+    own = events.group_by("eid").agg(gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum())
     incl = events.join(closure, on="eid").group_by("ancestor_eid").agg(
         gpu_events_incl=pl.len(), kernels_incl=pl.col("_kernel").sum(), gpu_incl_ns=pl.col("dur_ns").sum(),
     ).rename({"ancestor_eid": "eid"})
