@@ -1,0 +1,226 @@
+"""The golden fixture traces in tests/fixtures: loaded frames and analyses against values
+worked out by hand from the event tables in `tests/fixtures/generate.py`.
+
+Times below are written as T0 + offset, in ns since `baseTimeNanoseconds`, as in the tables.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+from pathlib import Path
+
+import polars as pl
+
+import tracekit
+from tracekit.analysis.gaps import gaps
+from tracekit.analysis.links import gpu_links
+from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.taxonomy import classify_names, tensor_core_share
+from tracekit.analysis.timeline import timeline
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+T0 = 5_000_000_123
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("fixture_generator", FIXTURES / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load(name: str) -> tracekit.Trace:
+    return tracekit.load(FIXTURES / name)
+
+
+def _rows(frame: pl.DataFrame, *cols: str) -> list[tuple]:
+    return frame.select(cols).rows()
+
+
+def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
+    gen = _generator()
+    assert gen.T0 == T0 and gen.BASE_NS == BASE_NS
+    assert gen.main(["generate.py", str(tmp_path)]) == 0
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert made == sorted(p.name for p in FIXTURES.iterdir() if p.name != "generate.py" and p.is_file())
+    for name in made:
+        new, old = (tmp_path / name).read_bytes(), (FIXTURES / name).read_bytes()
+        if name.endswith(".gz"):  # compressed bytes may differ between zlib builds; the text may not
+            new, old = gzip.decompress(new), gzip.decompress(old)
+        assert new == old, f"tests/fixtures/{name} is stale: run python tests/fixtures/generate.py"
+
+
+# -- kineto_step.json ------------------------------------------------------------------------
+
+def test_kineto_step_frames_exact():
+    t = _load("kineto_step.json")
+    assert (t.meta.format, t.meta.schema_version, t.meta.base_time_ns, t.meta.vendor) == ("kineto", 1, BASE_NS, "nvidia")
+    assert (t.meta.rank, t.meta.world_size, t.meta.trace_name, t.meta.event_count) == (0, 2, "golden-step", 29)
+    assert t.meta.devices.select("id", "name").rows() == [(0, "NVIDIA A100-SXM4-80GB")]
+    assert t.meta.processes.select("pid", "name").rows() == [("1000", "python3 (rank 0)")]  # the later name wins
+    assert t.meta.metadata["model"] == "tiny-llama"
+    assert _rows(t.ops, "eid", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "end_ns", "external_id") == [
+        (3, "trace", "PyTorch Profiler (0)", "Spans", "PyTorch Profiler", T0, 100_000, T0 + 100_000, None),
+        (4, "user_annotation", "ProfilerStep#1", "1000", "1000", T0, 100_000, T0 + 100_000, 1),
+        (6, "cpu_op", "aten::mm", "1000", "1000", T0 + 1_001, 20_000, T0 + 21_001, 2),
+        (11, "cpu_op", "aten::copy_", "1000", "1000", T0 + 25_000, 15_000, T0 + 40_000, 3),
+        (15, "cpu_op", "aten::zero_", "1000", "1000", T0 + 45_000, 0, T0 + 45_000, 4),
+        (16, "cpu_op", "aten::fill_", "1000", "1000", T0 + 50_000, 6_000, T0 + 56_000, 5),
+        (20, "cpu_op", "aten::add", "1000", "1000", T0 + 70_000, 10_000, T0 + 80_000, 6),
+        (27, "overhead", "Activity Buffer Request", "-1", "0", T0 + 85_000, 2_000, T0 + 87_000, None),
+    ]
+    mm = t.ops.filter(pl.col("eid") == 6).row(0, named=True)
+    assert (mm["input_dims"], mm["input_types"]) == ("[[64,128],[128,256]]", '["float","float"]')
+    assert _rows(t.runtime, "eid", "cat", "name", "ts_ns", "dur_ns", "correlation", "external_id") == [
+        (7, "cuda_runtime", "cudaLaunchKernel", T0 + 2_000, 5_000, 1001, 2),
+        (13, "cuda_runtime", "cudaMemcpyAsync", T0 + 26_000, 3_000, 1002, 3),
+        (17, "cuda_runtime", "cudaMemsetAsync", T0 + 51_000, 2_000, 1003, 5),
+        (19, "cuda_runtime", "cudaGetDevice", T0 + 60_000, 500, 1004, None),
+        (21, "cuda_runtime", "cudaLaunchKernel", T0 + 71_000, 4_000, 1005, 6),
+        (25, "cuda_runtime", "cudaDeviceSynchronize", T0 + 80_000, 15_000, 1006, None),
+    ]
+    assert _rows(t.gpu, "eid", "cat", "device", "stream", "ts_ns", "dur_ns", "correlation", "bytes", "sync_kind") == [
+        (5, "gpu_user_annotation", 0, 7, T0, 100_000, None, None, None),
+        (8, "kernel", 0, 7, T0 + 10_000, 30_123, 1001, None, None),
+        (14, "gpu_memcpy", 0, 7, T0 + 41_000, 4_000, 1002, 1_048_576, None),
+        (18, "gpu_memset", 0, 7, T0 + 56_000, 1_500, 1003, 4_096, None),
+        (22, "kernel", 0, 7, T0 + 70_500, 5_000, 1005, None, None),
+        (26, "cuda_sync", 0, 7, T0 + 94_000, 0, None, None, "Context Sync"),
+    ]
+    k = t.gpu.filter(pl.col("eid") == 8).row(0, named=True)
+    assert (k["name"], k["grid_x"], k["grid_y"], k["block_x"], k["registers_per_thread"], k["shared_memory"]) == (
+        "ampere_sgemm_128x64_tn", 4, 2, 256, 72, 16_384)
+    assert _rows(t.flows, "eid", "ph", "flow_id", "pid", "tid", "ts_ns", "binding_point") == [
+        (9, "s", 1001, "1000", "1000", T0 + 2_000, None),
+        (10, "f", 1001, "0", "7", T0 + 10_000, "e"),
+        (24, "f", 1005, "0", "7", T0 + 70_500, "e"),  # in time order: the skewed kernel's end first
+        (23, "s", 1005, "1000", "1000", T0 + 71_000, None),
+    ]
+    assert _rows(t.memory, "eid", "ts_ns", "device_id", "bytes", "total_allocated", "total_reserved") == [
+        (12, T0 + 25_500, 0, 1_048_576, 1_048_576, 2_097_152),
+        (28, T0 + 96_000, 0, -1_048_576, 0, 2_097_152),
+    ]
+    assert _rows(t.warnings, "level", "code", "count", "first_eid") == [
+        ("info", "zero_duration", 2, 15),  # aten::zero_ and the Context Sync record
+        ("warning", "duplicate_metadata", 1, None),
+        ("warning", "gpu_before_launch", 1, 22),  # the elementwise kernel, 500 ns before its launch
+    ]
+
+
+def test_kineto_step_gzip_is_the_same_trace():
+    plain, packed = _load("kineto_step.json"), _load("kineto_step.json.gz")
+    for name, frame in plain.frames().items():
+        assert packed.frames()[name].equals(frame), name
+
+
+def test_kineto_step_links_and_fingerprints():
+    t = _load("kineto_step.json")
+    links = gpu_links(t).sort("eid")
+    assert _rows(links, "eid", "launch_eid", "launch_name", "op_eid", "op_name", "link") == [
+        (8, 7, "cudaLaunchKernel", 6, "aten::mm", "external_id"),
+        (14, 13, "cudaMemcpyAsync", 11, "aten::copy_", "external_id"),
+        (18, 17, "cudaMemsetAsync", 16, "aten::fill_", "external_id"),
+        (22, 21, "cudaLaunchKernel", 20, "aten::add", "external_id"),
+    ]
+    sgemm = classify_names(pl.Series(["ampere_sgemm_128x64_tn"])).row(0, named=True)
+    assert (sgemm["kernel_class"], sgemm["precision"], sgemm["tensor_cores"]) == ("gemm", "fp32", False)
+    assert tensor_core_share(t.gpu) == 0.0  # the only GEMM runs on CUDA cores
+
+
+def test_kineto_step_busy_idle_and_gaps():
+    t = _load("kineto_step.json")
+    tl = timeline(t)
+    # busy: 30,123 (sgemm) + 4,000 (copy) + 1,500 (memset) + 5,000 (add) over the device span
+    # [T0 + 10,000, T0 + 75,500)
+    assert (tl.span_ns, tl.busy_ns, tl.idle_ns) == (65_500, 40_623, 24_877)
+    g = gaps(t)
+    assert g.idle_ns == 24_877
+    dev = g.gaps.filter(pl.col("scope") == "device").sort("start_ns")
+    assert _rows(dev, "start_ns", "end_ns", "gap_ns", "cause", "late_ns", "launch_path_ns", "next_eid",
+                 "launch_eid", "blame_op", "annotation") == [
+        # 877 ns between the GEMM and the copy: under 1 us
+        (T0 + 40_123, T0 + 41_000, 877, "short", 0, 0, 14, 13, None, None),
+        # the memset's call returned at +53,000: 8,000 of the 11,000 ns late; of [+45,000, +53,000)
+        # only aten::fill_ (from +50,000) was on the launch path: 3,000 < 4,000, so CPU work
+        (T0 + 45_000, T0 + 56_000, 11_000, "cpu_work", 8_000, 3_000, 18, 17, None, "ProfilerStep#1"),
+        # the add kernel started (clock skew) before its call returned: late for the whole gap;
+        # aten::add covers its last 500 ns
+        (T0 + 57_500, T0 + 70_500, 13_000, "cpu_work", 13_000, 500, 22, 21, None, "ProfilerStep#1"),
+    ]
+    assert g.by_cause["cpu_work"] == 24_000 and g.by_cause["short"] == 877
+    assert sum(g.by_cause.values()) == g.idle_ns
+    streams = g.gaps.filter(pl.col("scope") == "stream").sort("start_ns")
+    assert _rows(streams, "stream", "gap_ns", "cause") == [(7, 877, "short"), (7, 11_000, "cpu_work"),
+                                                         (7, 13_000, "cpu_work")]
+
+
+# -- the other fixtures ----------------------------------------------------------------------
+
+def test_legacy_2021_array_containment_links():
+    t = _load("legacy_2021.json")
+    assert (t.meta.format, t.meta.base_time_ns, t.meta.vendor) == ("kineto-array", 0, "nvidia")
+    assert _rows(t.ops, "eid", "cat", "name", "ts_ns", "dur_ns") == [
+        (0, "cpu_op", "aten::linear", 1_000, 40_000), (1, "cpu_op", "aten::addmm", 2_000, 30_000),
+        (4, "cpu_op", "aten::copy_", 50_000, 10_000)]
+    assert _rows(t.runtime, "eid", "cat", "correlation") == [(2, "cuda_runtime", 11), (5, "cuda_runtime", 12),
+                                                              (7, "cuda_runtime", 13)]
+    assert _rows(t.gpu, "eid", "cat", "ts_ns", "dur_ns", "bytes") == [
+        (3, "kernel", 12_000, 20_000, None), (6, "gpu_memcpy", 56_000, 2_000, 65_536),
+        (8, "gpu_memset", 63_000, 500, 512)]
+    nested = with_parents(t.ops).sort("eid")
+    assert _rows(nested, "eid", "depth", "parent_eid") == [(0, 0, None), (1, 1, 0), (4, 0, None)]
+    links = gpu_links(t).sort("eid")
+    # no External ids: the innermost op around each call; the memset's call is in no op
+    assert _rows(links, "eid", "launch_eid", "op_name", "link") == [
+        (3, 2, "aten::addmm", "containment"), (6, 5, "aten::copy_", "containment"), (8, 7, None, None)]
+    assert timeline(t).busy_ns == 20_000 + 2_000 + 500
+
+
+def test_rocm_names_device_and_unreadable_stream():
+    t = _load("rocm_mi250.json")
+    assert (t.meta.vendor, t.meta.rank, t.meta.world_size) == ("amd", 0, 1)
+    assert t.meta.devices.select("id", "name").rows() == [(2, "AMD Instinct MI250X/MI250")]
+    assert _rows(t.runtime, "eid", "cat", "name", "correlation", "args") == [
+        (3, "cuda_runtime", "hipLaunchKernel", 1001, '{"stream":"0x0"}'),
+        (6, "cuda_runtime", "hipExtModuleLaunchKernel", 1002, None),
+        (9, "cuda_runtime", "hipMemcpyWithStream", 1003, None)]
+    assert _rows(t.gpu, "eid", "cat", "device", "stream", "ts_ns", "dur_ns") == [
+        (4, "kernel", 2, 0, 20_000, 6_880), (7, "kernel", 2, 0, 52_000, 12_000), (10, "gpu_memcpy", 2, 0, 84_000, 9_000)]
+    links = gpu_links(t).sort("eid")
+    assert _rows(links, "eid", "launch_name", "op_name") == [
+        (4, "hipLaunchKernel", "aten::fill_"), (7, "hipExtModuleLaunchKernel", "aten::mm"),
+        (10, "hipMemcpyWithStream", "aten::copy_")]
+    tl = timeline(t)
+    assert (tl.span_ns, tl.busy_ns) == (93_000 - 20_000, 6_880 + 12_000 + 9_000)
+
+
+def test_chrome_generic_pairs_instants_counters_flows():
+    t = _load("chrome_generic.json")
+    assert t.meta.format == "chrome"
+    assert _rows(t.ops, "eid", "ph", "cat", "name", "tid", "ts_ns", "dur_ns") == [
+        (1, "B", "toplevel", "RunTask", "2", 1_000, 9_000),
+        (2, "B", "toplevel", "ParseHTML", "2", 2_500, 5_000),
+        (7, "b", "net", "Load", "2", 14_000, 5_000),
+        (11, "X", "toplevel", "Paint", "3", 16_000, 1_250),
+    ]
+    assert _rows(t.instants, "eid", "name", "ts_ns", "scope") == [(5, "FirstPaint", 12_000, "t")]
+    assert sorted(_rows(t.counters, "eid", "name", "ts_ns", "series", "value")) == [
+        (6, "Heap", 13_000, "total", 4096.0), (6, "Heap", 13_000, "used", 1024.0)]
+    assert _rows(t.flows, "eid", "ph", "flow_id", "tid", "ts_ns") == [(9, "s", 5, "2", 15_000), (10, "f", 5, "3", 16_000)]
+    assert t.meta.threads.select("pid", "tid", "name").rows() == [("1", "2", "CrRendererMain")]
+    assert _rows(t.warnings, "code", "count") == [("unmatched_E", 1)]
+
+
+def test_crashed_tmp_recovers_every_complete_event():
+    t = _load("crashed.json.tmp")
+    assert t.meta.recovered and t.meta.event_count == 14  # the memcpy (event 14) was being written
+    assert t.ops["eid"].to_list() == [3, 4, 6, 11]
+    assert t.runtime["eid"].to_list() == [7, 13]
+    assert t.gpu["eid"].to_list() == [5, 8]
+    assert t.memory["eid"].to_list() == [12]
+    assert _rows(t.warnings.filter(pl.col("code") == "truncated"), "level", "count") == [("warning", 1)]
+    whole = _load("kineto_step.json")
+    for name in ("ops", "runtime", "gpu", "flows", "memory"):  # what was recovered is what the whole file holds
+        assert getattr(t, name).equals(getattr(whole, name).filter(pl.col("eid") < 14)), name
