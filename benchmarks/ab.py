@@ -44,8 +44,9 @@ REPORTS = {"report": "--no-cache", "first": "--cache", "cached": "--cache"}  # r
 JOB = r'''
 import json, sys, time
 job, path = sys.argv[1], sys.argv[2]
-import tracekit.allocator
-tracekit.allocator.configure()
+import tracekit.allocator as allocator
+# the command's settings for this trace (older trees: one setting for every size)
+allocator.configure(*([allocator.trace_bytes([path])] if hasattr(allocator, "trace_bytes") else []))
 import tracekit
 import tracekit.loader
 import polars  # (the loader imports it only when it reads: not part of the timed call)

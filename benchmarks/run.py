@@ -51,9 +51,9 @@ CHILD = r'''
 import gc, json, resource, sys, time
 path, way, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 t_import = time.perf_counter()
-if way == "tracekit-cli":  # the allocator settings the command line uses (tracekit.allocator)
+if way == "tracekit-cli":  # the allocator settings the command line uses for this trace (tracekit.allocator)
     import tracekit.allocator
-    tracekit.allocator.configure()
+    tracekit.allocator.configure(tracekit.allocator.trace_bytes([path]))
 if way == "tracekit-python":
     import os
     os.environ["TRACEKIT_NATIVE"] = "0"

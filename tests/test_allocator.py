@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import platform
 import subprocess
@@ -15,15 +16,49 @@ PROBE = ("import os, sys; {imports}; "
          "print('polars' in sys.modules, os.environ.get('_RJEM_MALLOC_CONF', '-'))")
 
 
-def probe(imports: str, **env: str) -> str:
+def probe(imports: str, *args: str, **env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    out = subprocess.run([sys.executable, "-c", PROBE.format(imports=imports)], capture_output=True, text=True,
-                         check=True, env={**clean, **env})
+    out = subprocess.run([sys.executable, "-c", PROBE.format(imports=imports), *args], capture_output=True,
+                         text=True, check=True, env={**clean, **env})
     return out.stdout.strip()
 
 
 def test_cli_import_sets_jemalloc_decay_before_polars():
     assert probe("import tracekit.cli.main") == "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0"
+
+
+SMALL = f"narenas:1,dirty_decay_ms:{allocator.SMALL_DECAY_MS},muzzy_decay_ms:0"
+
+
+def test_cli_decay_follows_the_size_of_the_traces_it_is_given(tmp_path):
+    small = tmp_path / "small.json"
+    small.write_bytes(b'{"traceEvents": []}')
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:  # sparse: as large as SMALL_TRACE_BYTES without writing it
+        fh.truncate(allocator.SMALL_TRACE_BYTES)
+    cli = "import tracekit.cli.main"
+    assert probe(cli, "report", str(small), "-o", str(tmp_path / "r.html")) == f"False {SMALL}"
+    assert probe(cli, "report", str(big)) == f"False {allocator.JEMALLOC}"
+    assert probe(cli, "diff", str(small), str(small)) == f"False {SMALL}"
+    assert probe(cli, "batch", str(tmp_path)) == f"False {allocator.JEMALLOC}"  # a folder: not looked into
+    assert probe(cli, "info", str(tmp_path / "missing.json")) == f"False {allocator.JEMALLOC}"  # no file at all
+
+
+def test_trace_bytes_reads_the_gzip_trailer(tmp_path):
+    text = b'{"traceEvents": [' + b'{"ph": "i", "ts": 1},' * 10_000 + b'{}]}'
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(text))
+    plain = tmp_path / "t.json"
+    plain.write_bytes(text)
+    assert allocator.trace_bytes(["report", str(packed)]) == len(text)
+    assert allocator.trace_bytes([str(packed), str(plain), "--top", "5"]) == 2 * len(text)
+    lying = tmp_path / "wrapped.json.gz"  # a trailer smaller than the file: the size wrapped past 4 GiB
+    lying.write_bytes(b"\x1f\x8b" + b"\0" * 100 + (10).to_bytes(4, "little"))
+    assert allocator.trace_bytes([str(lying)]) is None
+    assert allocator.trace_bytes(["--help"]) is None
+    assert allocator.jemalloc_settings(None) == allocator.JEMALLOC
+    assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES - 1) == SMALL
+    assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES) == allocator.JEMALLOC
 
 
 def test_a_users_setting_wins():

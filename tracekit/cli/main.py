@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from tracekit import allocator
 
-allocator.configure()  # before anything imports Polars
+allocator.configure(allocator.trace_bytes(sys.argv[1:]))  # before anything imports Polars
 
 import click
 
