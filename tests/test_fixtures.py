@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import json
 from pathlib import Path
 
 import polars as pl
 
 import tracekit
+from tracekit.analysis.critical_path import critical_path
 from tracekit.analysis.gaps import gaps
+from tracekit.analysis.graph import build_graph
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.taxonomy import classify_names, tensor_core_share
 from tracekit.analysis.timeline import timeline
+from tracekit.analysis.whatif import standard
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 T0 = 5_000_000_123
@@ -224,3 +228,54 @@ def test_crashed_tmp_recovers_every_complete_event():
     whole = _load("kineto_step.json")
     for name in ("ops", "runtime", "gpu", "flows", "memory"):  # what was recovered is what the whole file holds
         assert getattr(t, name).equals(getattr(whole, name).filter(pl.col("eid") < 14)), name
+
+
+def test_kineto_step_critical_path_and_what_ifs():
+    """The host thread is busy for the whole 100 us step and every GPU chain is shorter, so
+    the path is the thread: classes by hand from the event table."""
+    t = _load("kineto_step.json")
+    cp = critical_path(t)
+    assert (cp.start_ns, cp.end_ns, cp.weight_ns) == (T0, T0 + 100_000, 100_000)
+    by_class = {row["cls"]: row["ns"] for row in cp.by_class.iter_rows(named=True)}
+    assert by_class == {
+        # the step's own time outside ops and calls: 100,000 - (20,000 + 15,000 + 6,000 + 500 + 10,000 + 15,000)
+        "python_overhead": 33_500,
+        # the four ops that launch work (mm, copy_, fill_, add) and cudaGetDevice, a call inside the step
+        "launch_overhead": 20_000 + 15_000 + 6_000 + 10_000 + 500,
+        # cudaDeviceSynchronize: the GPU had nothing left after +75,500, so the whole call is its tail
+        "sync_wait": 15_000,
+        "cpu_compute": 0, "gpu_compute": 0, "gpu_memory": 0, "communication": 0, "idle": 0,
+    }
+    assert (cp.verdict, round(cp.verdict_share, 6)) == ("launch-bound", 0.85)
+    assert set(cp.segments["edge"].unique().to_list()) == {"cpu"}
+    whatifs = {w.scenario: w.estimate_ns for w in standard(build_graph(t))}
+    assert whatifs == {
+        "no_launch_overhead": 40_623,  # host overhead gone: the GPU chain, its busy time, is the path
+        "no_syncs": 85_000,  # the thread without the sync's 15,000
+        "faster:gemm": 100_000,  # a 2x faster GEMM shortens only the GPU chain, which is not the path
+    }
+
+
+def test_kineto_step_report_findings_end_to_end(capsys):
+    """`tracekit report --format json` on the fixture: every finding's time lost, by hand."""
+    from tracekit.cli.main import main
+
+    assert main(["report", str(FIXTURES / "kineto_step.json"), "--format", "json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    lost = {f["id"]: (f["severity"], f["time_lost_ns"]) for f in report["findings"]}
+    assert lost == {
+        # the no-launch-overhead what-if: 100,000 - 40,623
+        "host_bound_path": ("high", 59_377),
+        # the step is 100,000 ns, the GPU busy 40,623 of it
+        "low_gpu_utilisation": ("medium", 59_377),
+        # the sgemm's grid is 4 x 2 = 8 blocks on 108 SMs: 100/108 of its 30,123 ns idle the other SMs
+        "tiny_grids": ("medium", 30_123 * 100 // 108),
+        # the same sgemm in FP32 on CUDA cores, 4x slower than on tensor cores: 3/4 of it
+        "fp32_gemm": ("medium", 30_123 * 3 // 4),
+        # the 4,000 ns pageable copy would take half as long from pinned memory
+        "pageable_memcpy": ("medium", 2_000),
+        # Activity Buffer Request, 2,000 ns
+        "profiler_overhead": ("low", 2_000),
+    }
+    assert report["findings"][0]["id"] == "host_bound_path"  # the largest loss first
+    assert dict(report["facts"])["GPU span"] == "65.5 µs"
