@@ -279,3 +279,28 @@ def test_kineto_step_report_findings_end_to_end(capsys):
     }
     assert report["findings"][0]["id"] == "host_bound_path"  # the largest loss first
     assert dict(report["facts"])["GPU span"] == "65.5 µs"
+
+
+def test_gpu_bound_step_path_runs_through_launch_kernel_and_sync():
+    t = _load("kineto_gpu_bound.json")
+    cp = critical_path(t)
+    # the thread alone weighs 32,000 (its 70 us in the sync count only the 2,000 tail); through
+    # the GPU: 2,000 of host up to the launch + 70,000 GEMM + 2,000 tail + 18,000 of host after
+    assert cp.weight_ns == 92_000
+    assert _rows(cp.segments, "start_ns", "end_ns", "cls", "edge", "weight_ns") == [
+        (0, 1_000, "python_overhead", "cpu", 1_000),
+        (1_000, 2_000, "launch_overhead", "cpu", 1_000),  # aten::mm up to its launch call
+        (2_000, 10_000, "launch_overhead", "launch", 0),  # launch latency: waiting, no work
+        (10_000, 80_000, "gpu_compute", "gpu", 70_000),
+        (80_000, 82_000, "sync_wait", "sync", 2_000),  # the sync's tail after the GEMM ended
+        (82_000, 100_000, "python_overhead", "cpu", 18_000),
+    ]
+    assert (cp.verdict, round(cp.verdict_share, 6)) == ("gpu-bound", 0.7)
+    assert cp.edge_counts == {"cpu": 3, "gpu": 1, "stream": 0, "launch": 1, "cross_stream": 0, "sync": 1}
+    whatifs = {w.scenario: w.estimate_ns for w in standard(build_graph(t))}  # window - (92,000 - new weight)
+    assert whatifs == {
+        "no_launch_overhead": 100_000 - (92_000 - 72_000),  # host weighs 0: GEMM + tail
+        "no_syncs": 100_000 - (92_000 - 72_000),  # the sync edge cut: host up to the launch + GEMM
+        "faster:gemm": 100_000 - (92_000 - 57_000),  # the GEMM in 35,000
+    }
+    assert gaps(t).idle_ns == 0  # one kernel: the device span is all busy
