@@ -304,3 +304,48 @@ def test_gpu_bound_step_path_runs_through_launch_kernel_and_sync():
         "faster:gemm": 100_000 - (92_000 - 57_000),  # the GEMM in 35,000
     }
     assert gaps(t).idle_ns == 0  # one kernel: the device span is all busy
+
+
+def test_two_streams_event_wait_edge_path_and_stream_gaps():
+    t = _load("kineto_two_streams.json")
+    graph = build_graph(t)
+    # the Stream Wait Event record names stream 7 and the record call (corr 1003): the GEMM
+    # (eid 5, the last work launched on stream 7 before the record) -> the add (the first
+    # work launched on stream 8 after the wait), not inferred
+    cross = graph.edges.filter(pl.col("kind") == "cross_stream")
+    assert _rows(cross, "start_ns", "end_ns", "weight_ns", "src_eid", "lane", "inferred") == [
+        (50_000, 50_000, 0, 5, "gpu:0:8", False)]
+    # the only inferred edge: the sync, found by the call's name, from the add's end
+    assert _rows(graph.edges.filter(pl.col("inferred")), "kind", "start_ns", "end_ns", "weight_ns") == [
+        ("sync", 60_000, 62_000, 2_000)]
+    cp = critical_path(t)
+    # host to the GEMM's launch 2,000 + GEMM 40,000 + the wait 0 + add 10,000 + tail 2,000 + host 38,000;
+    # beside it: the host alone 60,000, or through the relu and the stream order 67,500
+    assert cp.weight_ns == 92_000
+    assert _rows(cp.segments, "start_ns", "end_ns", "cls", "edge", "lane") == [
+        (0, 1_000, "python_overhead", "cpu", "cpu:1000:1000"),
+        (1_000, 2_000, "launch_overhead", "cpu", "cpu:1000:1000"),
+        (2_000, 10_000, "launch_overhead", "launch", "gpu:0:7"),
+        (10_000, 50_000, "gpu_compute", "gpu", "gpu:0:7"),
+        (50_000, 50_000, "idle", "cross_stream", "gpu:0:8"),
+        (50_000, 60_000, "gpu_compute", "gpu", "gpu:0:8"),
+        (60_000, 62_000, "sync_wait", "sync", "cpu:1000:1000"),
+        (62_000, 100_000, "python_overhead", "cpu", "cpu:1000:1000"),
+    ]
+    assert (cp.verdict, round(cp.verdict_share, 6)) == ("gpu-bound", 0.5)
+    whatifs = {w.scenario: w.estimate_ns for w in standard(graph)}
+    assert whatifs == {
+        "no_launch_overhead": 100_000 - (92_000 - 52_000),  # GEMM + add + tail
+        # the sync edge cut: the host alone is the longest, 20,000 before the sync + 38,000 after
+        "no_syncs": 100_000 - (92_000 - 58_000),
+        "faster:gemm": 100_000 - (92_000 - 72_000),  # the GEMM in 20,000: still on the path
+    }
+    g = gaps(t)
+    assert g.idle_ns == 0  # the streams together cover the device span [10,000, 60,000)
+    streams = g.gaps.filter(pl.col("scope") == "stream").sort("stream", "start_ns")
+    assert _rows(streams, "stream", "start_ns", "end_ns", "position", "cause", "other_busy_ns") == [
+        (7, 50_000, 60_000, "after_last", "after_last", 10_000),
+        (8, 10_000, 11_000, "before_first", "before_first", 1_000),
+        # the add was queued at +17,000, before the gap opened: it waited for the GEMM on stream 7
+        (8, 20_000, 50_000, "between", "cross_stream_wait", 30_000),
+    ]
