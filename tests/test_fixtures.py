@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import tracekit
 from tracekit.analysis.critical_path import critical_path
@@ -349,3 +350,38 @@ def test_two_streams_event_wait_edge_path_and_stream_gaps():
         # the add was queued at +17,000, before the gap opened: it waited for the GEMM on stream 7
         (8, 20_000, 50_000, "between", "cross_stream_wait", 30_000),
     ]
+
+
+def test_kineto_step_ops_launches_syncs_copies_memory_and_steps():
+    from tracekit.analyse import analyse
+
+    a = analyse(_load("kineto_step.json"))
+    busy = 30_123 + 4_000 + 1_500 + 5_000
+    # GPU time under each op (self and inclusive: none nests another), and its share of the GPU work
+    assert _rows(a.attribution.ops, "name", "gpu_incl_ns", "gpu_self_ns", "kernels_incl", "launches_nothing") == [
+        ("aten::mm", 30_123, 30_123, 1, False), ("aten::add", 5_000, 5_000, 1, False),
+        ("aten::copy_", 4_000, 4_000, 0, False), ("aten::fill_", 1_500, 1_500, 0, False),
+        ("aten::zero_", 0, 0, 0, True)]
+    assert a.attribution.ops["gpu_share"].to_list() == pytest.approx(
+        [30_123 / busy, 5_000 / busy, 4_000 / busy, 1_500 / busy, 0.0])
+    # launch latency: the GPU start after the call returned; the skewed add starts 4,500 before
+    assert _rows(a.launches.launches, "eid", "family", "op_name", "latency_ns") == [
+        (7, "kernel", "aten::mm", 10_000 - 7_000), (13, "memcpy", "aten::copy_", 41_000 - 29_000),
+        (17, "memset", "aten::fill_", 56_000 - 53_000), (21, "kernel", "aten::add", 70_500 - 75_000)]
+    kernel_api = a.launches.apis.filter(pl.col("name") == "cudaLaunchKernel").row(0, named=True)
+    assert (kernel_api["calls"], kernel_api["median_latency_ns"], kernel_api["negative_latency"]) == (
+        2, (3_000 - 4_500) / 2, 1)
+    # the sync had nothing to wait for: all of its 15,000 is tail
+    assert _rows(a.syncs.syncs, "eid", "kind", "dur_ns", "gpu_wait_ns", "tail_ns") == [
+        (25, "device", 15_000, 0, 15_000)]
+    assert _rows(a.copies.copies, "eid", "kind", "direction", "host_memory", "bytes", "bandwidth_gbps", "op_name") == [
+        (14, "memcpy", "HtoD", "pageable", 1_048_576, 1_048_576 / 4_000, "aten::copy_"),
+        (18, "memset", None, None, 4_096, 4_096 / 1_500, "aten::fill_")]
+    dev = a.memory.devices.row(0, named=True)
+    assert (dev["peak_allocated_bytes"], dev["peak_ts_ns"], dev["peak_op_name"], dev["final_allocated_bytes"],
+            dev["peak_reserved_bytes"], dev["capacity_bytes"]) == (
+        1_048_576, T0 + 25_500, "aten::copy_", 0, 2_097_152, 85_899_345_920)  # capacity: the A100's totalGlobalMem
+    steps = {row["metric"]: row["median_ns"] for row in a.windows.stats.iter_rows(named=True)}
+    assert steps == {"cpu_ns": 100_000, "gpu_ns": 75_500 - 10_000, "gpu_busy_ns": busy}
+    b = a.breakdown
+    assert (b.span_ns, b.compute_ns, b.memory_ns, b.idle_ns) == (65_500, 30_123 + 5_000, 4_000 + 1_500, 24_877)
