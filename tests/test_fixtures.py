@@ -20,6 +20,7 @@ from tracekit.analysis.gaps import gaps
 from tracekit.analysis.graph import build_graph
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.occupancy import occupancy
 from tracekit.analysis.taxonomy import classify_names, tensor_core_share
 from tracekit.analysis.timeline import timeline
 from tracekit.analysis.whatif import standard
@@ -385,3 +386,21 @@ def test_kineto_step_ops_launches_syncs_copies_memory_and_steps():
     assert steps == {"cpu_ns": 100_000, "gpu_ns": 75_500 - 10_000, "gpu_busy_ns": busy}
     b = a.breakdown
     assert (b.span_ns, b.compute_ns, b.memory_ns, b.idle_ns) == (65_500, 30_123 + 5_000, 4_000 + 1_500, 24_877)
+
+
+def test_kineto_step_occupancy_from_device_properties():
+    """The calculator's limits for the two kernels on the fixture's A100 (65,536 registers,
+    2,048 threads and 167,936 B of shared memory per SM, 108 SMs), by hand."""
+    t = _load("kineto_step.json")
+    occ = occupancy(t.gpu, t.meta.devices)
+    assert _rows(occ, "eid", "warps_per_block", "limit_warps", "limit_registers", "limit_shared_memory",
+                 "limit_blocks", "active_blocks_per_sm", "limiting_factor") == [
+        # sgemm, 256 threads, 72 registers, 16 KiB: 64 // 8 warps; 72 registers a thread are 2,304 a
+        # warp, (65,536 / 4 // 2,304) * 4 = 28 warps, 3 blocks; 16,384 + 1,024 reserved -> 167,936 // 17,408
+        (8, 8, 64 // 8, 3, 9, 32, 3, "grid"),
+        # elementwise, 128 threads, 32 registers, no shared memory (1 KiB reserved)
+        (22, 4, 16, 16, 167_936 // 1_024, 32, 16, "grid"),
+    ]
+    # both grids are too small to fill the slots: 8 and 132 blocks over 108 SMs
+    assert occ["theoretical_occupancy"].to_list() == pytest.approx([8 / 108 * 8 / 64, 132 / 108 * 4 / 64])
+    assert occ["sm_efficiency"].to_list() == pytest.approx([8 / 108, 1.0])
