@@ -404,3 +404,26 @@ def test_kineto_step_occupancy_from_device_properties():
     # both grids are too small to fill the slots: 8 and 132 blocks over 108 SMs
     assert occ["theoretical_occupancy"].to_list() == pytest.approx([8 / 108 * 8 / 64, 132 / 108 * 4 / 64])
     assert occ["sm_efficiency"].to_list() == pytest.approx([8 / 108, 1.0])
+
+
+def test_diff_of_the_step_and_the_gpu_bound_step(capsys):
+    """`tracekit diff` between two fixtures: the GPU busy time per step goes from the step
+    fixture's 40,623 ns to the GEMM's 70,000 ns in a step of the same 100,000 ns."""
+    from tracekit.cli.main import main
+
+    before, after = FIXTURES / "kineto_step.json", FIXTURES / "kineto_gpu_bound.json"
+    assert main(["diff", str(before), str(after), "--format", "json", "--metric", "gpu-busy"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    head = report["extra"]["headline"]
+    assert (head["before_ns"], head["after_ns"], head["delta_ns"], head["n_before"], head["n_after"]) == (
+        40_623, 70_000, 70_000 - 40_623, 1, 1)
+    assert head["delta_pct"] == pytest.approx((70_000 - 40_623) / 40_623)
+    assert report["verdict"].startswith(
+        "After is 72.3 % slower in GPU busy time per step (40.6 µs → 70 µs, median of 1 vs 1 steps); "
+        "with a single sample on a side the noise is unknown.")
+    # the GEMM work per step: the sgemm's 30,123 before, the bf16 GEMM's 70,000 after
+    assert "gemm kernels take 39.9 µs more per step" in report["verdict"]
+    cards = {c["label"]: c["value"] for c in report["cards"]}
+    assert cards["Step time"] == "100 µs → 100 µs"
+    assert cards["GPU idle per step"] == "59.4 µs → 30 µs"  # 100,000 - 40,623 and 100,000 - 70,000
+    assert cards["Kernels per step"] == "2 → 1"

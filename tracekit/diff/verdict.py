@@ -46,14 +46,15 @@ def _headline_sentence(h: Any, scope: str) -> str:
     unit = "instances" if window else "steps"
     per = "per instance" if window else "per step" if scope == "steps" else "over the whole GPU span"
     what = "" if h.metric == "step" else f" in {h.label}"
+    per = "" if h.label.endswith(f" {per}") else f" {per}"  # "GPU busy time per step" says it already
     samples = f"median of {h.n_before} vs {h.n_after} {unit}" if window or scope == "steps" else "one sample per side"
     values = f"{fmt.ns(h.before_ns)} → {fmt.ns(h.after_ns)}, {samples}"
     if h.delta_ns == 0:
         return f"{h.label[:1].upper()}{h.label[1:]} is unchanged ({fmt.ns(h.before_ns)}, {samples})"
     if h.delta_pct is None:
-        return f"After takes {fmt.ns(h.after_ns)}{what} {per} where before took none"
+        return f"After takes {fmt.ns(h.after_ns)}{what}{per} where before took none"
     word = "slower" if h.delta_ns > 0 else "faster"
-    lead = f"After is {fmt.pct(abs(h.delta_pct))} {word}{what} {per} ({values})"
+    lead = f"After is {fmt.pct(abs(h.delta_pct))} {word}{what}{per} ({values})"
     if h.significant is False:
         return f"{lead}, within the spread of the {unit} (noise {fmt.ns(h.noise_ns)}), so not a significant change"
     if h.significant is None:
