@@ -427,3 +427,23 @@ def test_diff_of_the_step_and_the_gpu_bound_step(capsys):
     assert cards["Step time"] == "100 µs → 100 µs"
     assert cards["GPU idle per step"] == "59.4 µs → 30 µs"  # 100,000 - 40,623 and 100,000 - 70,000
     assert cards["Kernels per step"] == "2 → 1"
+
+
+def test_report_gap_table_counts_from_the_trace_start(capsys):
+    """The report's gap table and the findings' evidence place a gap at the same time."""
+    from tracekit.cli.main import main
+
+    t = _load("kineto_step.json")
+    assert t.start_ns == T0  # the step and the profiler's span start the trace
+    assert main(["report", str(FIXTURES / "kineto_step.json"), "--format", "json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = next(t for s in report["sections"] for t in s["tables"] if t["id"] == "gaps")
+    keys = [c["key"] for c in table["columns"]]
+    rows = [{k: cell["value"] for k, cell in zip(keys, row)} for row in table["rows"]]
+    assert [(r["gap_ns"], r["at"], r["blame_op"], r["annotation"], r["next_op"]) for r in rows] == [
+        # no op runs on the thread when either gap opens (fill_ ended at +56,000, copy_ at +40,000)
+        (13_000, 57_500, None, "ProfilerStep#1", "aten::add"),
+        (11_000, 45_000, None, "ProfilerStep#1", "aten::fill_"),
+    ]
+    evidence = " ".join(e for f in report["findings"] for e in f["evidence"])
+    assert "Memset (Device) on device 0 at 45.0 µs" in evidence  # the same 45 us as the table

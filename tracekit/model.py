@@ -267,6 +267,14 @@ class Trace:
     def kernels(self) -> pl.DataFrame:
         return self.gpu.filter(pl.col("cat") == "kernel")
 
+    @property
+    def start_ns(self) -> int:
+        """The earliest start of any slice, call, GPU row or instant (0 for an empty trace):
+        where reports and findings count "from the trace start"."""
+        starts = [f["ts_ns"].min() for f in (self.ops, self.runtime, self.gpu, self.instants) if f.height]
+        starts = [s for s in starts if s is not None]
+        return int(min(starts)) if starts else 0  # type: ignore[type-var]
+
     def frames(self) -> dict[str, pl.DataFrame]:
         return {name: getattr(self, name) for name in FRAME_NAMES}
 

@@ -54,8 +54,7 @@ class Context:
         last = both["end_ns"].max() if both.height else 0
         self.window_start_ns = int(first or 0)  # type: ignore[arg-type]
         self.window_end_ns = max(self.window_start_ns, int(last or 0))  # type: ignore[arg-type]
-        starts = [f["ts_ns"].min() for f in (trace.ops, trace.runtime, trace.gpu, trace.instants) if f.height]
-        self.trace_start_ns = int(min(starts)) if starts else 0  # type: ignore[type-var]
+        self.trace_start_ns = trace.start_ns
 
     @property
     def window_ns(self) -> int:

@@ -90,12 +90,14 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
     items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
     charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
     dev = g.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short")).sort("gap_ns", descending=True)
+    # times from the trace start, as the findings' evidence counts them
     dev = dev.with_columns(cause_label=pl.col("cause").replace(CAUSE_LABELS),
-                           at=pl.col("offset_ns"), blame=pl.coalesce("blame_op", "next_op"))
+                           at=pl.col("start_ns") - a.trace.start_ns)
     t = frame_table("gaps", "Longest idle gaps", dev, [
         ("cause_label", "cause", "text"), ("gap_ns", "length", "ns"), ("at", "at (from trace start)", "ns"),
-        ("device", "device", "count"), ("blame", "CPU op at the time", "text"), ("annotation", "annotation", "text"),
-        ("module", "module", "text"), ("next_name", "next GPU activity", "text")], limit=top)
+        ("device", "device", "count"), ("blame_op", "CPU op at the time", "text"), ("annotation", "annotation", "text"),
+        ("module", "module", "text"), ("next_name", "next GPU activity", "text"), ("next_op", "launched by", "text")],
+        limit=top)
     return Section(id="gaps", title="Idle gaps and why", charts=charts, tables=[t],
                    intro=f"Every gap in a device's busy time longer than {fmt.ns(g.min_gap_ns)} gets a cause; shorter "
                          "ones are summed as short gaps, so the causes add up to the idle time exactly.")
