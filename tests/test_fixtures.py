@@ -447,3 +447,18 @@ def test_report_gap_table_counts_from_the_trace_start(capsys):
     ]
     evidence = " ".join(e for f in report["findings"] for e in f["evidence"])
     assert "Memset (Device) on device 0 at 45.0 µs" in evidence  # the same 45 us as the table
+
+
+def test_kineto_step_roofline_of_the_fp32_matmul():
+    """aten::mm of [64, 128] x [128, 256] floats on the A100 (19.5 TFLOP/s FP32, 2,039 GB/s)."""
+    from tracekit.analysis.roofline import roofline
+
+    r = roofline(_load("kineto_step.json"))
+    mm = r.ops.row(0, named=True)
+    flops, nbytes = 2 * 64 * 128 * 256, 4 * (64 * 128 + 128 * 256 + 64 * 256)  # A, B and the result, 4 bytes each
+    assert (r.ops.height, mm["name"], mm["flops"], mm["bytes"], mm["gpu_ns"]) == (1, "aten::mm", flops, nbytes, 30_123)
+    assert mm["intensity"] == pytest.approx(flops / nbytes)  # 18.3 FLOP/byte, past the ridge
+    assert mm["ridge"] == pytest.approx(19.5e12 / 2039e9) and mm["bound"] == "compute"
+    assert mm["efficiency"] == pytest.approx(flops / 30_123e-9 / 19.5e12)  # 0.7 % of the FP32 peak
+    # host<->device copies are left out of the GPU time the roofline rates: the kernels and the memset
+    assert (r.gpu_ns, r.covered_ns) == (30_123 + 5_000 + 1_500, 30_123)
