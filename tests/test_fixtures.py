@@ -462,3 +462,15 @@ def test_kineto_step_roofline_of_the_fp32_matmul():
     assert mm["efficiency"] == pytest.approx(flops / 30_123e-9 / 19.5e12)  # 0.7 % of the FP32 peak
     # host<->device copies are left out of the GPU time the roofline rates: the kernels and the memset
     assert (r.gpu_ns, r.covered_ns) == (30_123 + 5_000 + 1_500, 30_123)
+
+
+def test_info_counts_the_same_activities_per_device_and_per_stream(capsys):
+    """`tracekit info --json`: a device's activities are its work (sgemm, copy, memset, add),
+    as its streams' are; the Context Sync record and the step's GPU annotation are not work."""
+    from tracekit.cli.main import main
+
+    assert main(["info", "--json", str(FIXTURES / "kineto_step.json")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [(d["device"], d["streams"], d["activities"]) for d in info["devices"]] == [(0, 1, 4)]
+    assert [(s["device"], s["stream"], s["kernels"], s["activities"]) for s in info["streams"]] == [(0, 7, 2, 4)]
+    assert (info["events"], info["span"]["duration_ns"], info["rank"], info["world_size"]) == (29, 100_000, 0, 2)

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.model import Trace
+from tracekit.model import GPU_WORK_CATS, Trace
 
 
 def trace_info(trace: Trace) -> dict[str, Any]:
@@ -48,8 +48,11 @@ def _span(trace: Trace) -> dict[str, int | None]:
 
 
 def _devices(trace: Trace) -> list[dict[str, Any]]:
+    """Every device with GPU rows; its activities and streams are those of its work (kernels,
+    memcpys, memsets), as in the streams table: sync records and GPU annotations are not."""
+    work = pl.col("cat").is_in(GPU_WORK_CATS)
     used = trace.gpu.group_by("device").agg(
-        activities=pl.len(), streams=pl.col("stream").n_unique()
+        activities=work.sum().cast(pl.Int64), streams=pl.col("stream").filter(work).n_unique()
     )
     props = trace.meta.devices.select("id", "name", "num_sms", "total_global_mem", "compute_major", "compute_minor")
     joined = used.join(props, left_on="device", right_on="id", how="left").sort("device")
