@@ -474,3 +474,24 @@ def test_info_counts_the_same_activities_per_device_and_per_stream(capsys):
     assert [(d["device"], d["streams"], d["activities"]) for d in info["devices"]] == [(0, 1, 4)]
     assert [(s["device"], s["stream"], s["kernels"], s["activities"]) for s in info["streams"]] == [(0, 7, 2, 4)]
     assert (info["events"], info["span"]["duration_ns"], info["rank"], info["world_size"]) == (29, 100_000, 0, 2)
+
+
+def test_gaps_inside_the_step_window(capsys):
+    """`tracekit gaps --window ProfilerStep`: in the step's 100,000 ns the GPU is idle for
+    100,000 - 40,623; the gaps before the first and after the last work count now."""
+    from tracekit.cli.main import main
+
+    path = str(FIXTURES / "kineto_step.json")
+    assert main(["gaps", path, "--window", "ProfilerStep", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["idle_ns"] == 100_000 - 40_623
+    assert {k: v for k, v in d["by_cause"].items() if v} == {
+        "before_first": 10_000, "cpu_work": 11_000 + 13_000, "after_last": 100_000 - 75_500, "short": 877}
+    assert [(g["offset_ns"], g["gap_ns"], g["cause"]) for g in d["longest"]] == [
+        (75_500, 24_500, "after_last"), (57_500, 13_000, "cpu_work"), (45_000, 11_000, "cpu_work"),
+        (0, 10_000, "before_first")]
+    assert main(["gaps", path, "--window", "ProfilerStep"]) == 0
+    text = capsys.readouterr().out
+    assert "from window start" in text and "? -> None" not in text
+    last = next(line for line in text.splitlines() if "after_last" in line and "+75.5 µs" in line)
+    assert last.rstrip().endswith("-")  # no work after the last gap

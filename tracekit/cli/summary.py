@@ -115,11 +115,19 @@ def render_gaps(d: dict[str, Any]) -> str:
     if d["longest"]:
         rows = [[g["device"], "+" + fmt.ns(g["offset_ns"]), fmt.ns(g["gap_ns"]), g["cause"],
                  clip(g["blame_op"] or "(outside ops)", 34), clip(g["annotation"], 30),
-                 clip(f"{g['next_op'] or '?'} -> {g['next_name']}", 50)]
+                 clip(_next_work(g), 50)]
                 for g in d["longest"]]
-        headers = ["device", "at", "length", "cause", "CPU op at gap start", "annotation", "next GPU work"]
+        headers = ["device", "from window start", "length", "cause", "CPU op at gap start", "annotation",
+                   "next GPU work"]
         lines += ["", "longest gaps", _indent(table(headers, rows, right=(0, 1, 2)))]
     return "\n".join(lines)
+
+
+def _next_work(gap: dict[str, Any]) -> str:
+    """`op -> activity` for the work that ended the gap; `-` after the last one."""
+    if gap["next_name"] is None:
+        return "-"
+    return f"{gap['next_op'] or '(no op)'} -> {gap['next_name']}"
 
 
 def _devices_text(tl: dict[str, Any]) -> list[str]:
