@@ -495,3 +495,17 @@ def test_gaps_inside_the_step_window(capsys):
     assert "from window start" in text and "? -> None" not in text
     last = next(line for line in text.splitlines() if "after_last" in line and "+75.5 µs" in line)
     assert last.rstrip().endswith("-")  # no work after the last gap
+
+
+def test_rocm_gaps_a_blocking_copy_that_launches_the_next_work_is_no_sync_stall():
+    """hipMemcpyWithStream (a blocking copy) began at +81,000, long after the GPU went idle
+    at +64,000: it launched the next work and stalled nothing before it."""
+    g = gaps(_load("rocm_mi250.json"))
+    dev = g.gaps.filter(pl.col("scope") == "device")
+    assert _rows(dev, "start_ns", "end_ns", "cause", "late_ns", "sync_ns", "launch_path_ns", "launch_name") == [
+        # the GEMM's call returned at +50,000; fill_ (to +31,000) and mm (from +40,000) launch work
+        (26_880, 52_000, "launch_bound", 50_000 - 26_880, 0, (31_000 - 26_880) + (50_000 - 40_000),
+         "hipExtModuleLaunchKernel"),
+        # mm until +70,000 and copy_ from +80,000 are the launch path: 10,000 of the 20,000
+        (64_000, 84_000, "launch_bound", 20_000, 0, (70_000 - 64_000) + (84_000 - 80_000), "hipMemcpyWithStream"),
+    ]

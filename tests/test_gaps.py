@@ -269,3 +269,31 @@ def test_real_trace(path, monkeypatch) -> None:
     assert per_stream == {(s["device"], s["stream"]): s["idle_ns"] for s in tl["streams"] if s["idle_ns"]}
     cpu_steps = trace.ops.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$"))
     assert data["steps"]["steps"] == steps(trace).height == cpu_steps.height  # no GPU twin, last kept
+
+
+def test_item_waiting_for_the_stream_is_a_sync_stall_a_later_blocking_launch_is_not(tmp_path):
+    """`.item()` (aten::_local_scalar_dense) was already blocked when the GPU went idle: its
+    copy's gap is a sync stall. A blocking copy called only long after the GPU went idle
+    launched the next work and stalled nothing before it: that gap is the CPU's."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 200_000)
+    ext = b.op("aten::mm", 1_000, 5_000)
+    b.launch_kernel("K1", launch_ns=2_000, launch_dur_ns=3_000, start_ns=6_000, dur_ns=44_000, ext=ext)
+    ext = b.op("aten::_local_scalar_dense", 10_000, 45_000)  # blocked from +10,000 until its copy is done
+    b.launch_copy("DtoH (Device -> Pageable)", ext=ext, launch_ns=12_000, launch_dur_ns=42_500, start_ns=52_000,
+                  dur_ns=2_000, nbytes=4)
+    ext = b.op("aten::add", 56_000, 2_000)
+    b.launch_kernel("K2", launch_ns=56_500, launch_dur_ns=1_000, start_ns=60_000, dur_ns=10_000, ext=ext)
+    b.op("aten::sort", 60_500, 39_500)  # CPU work until +100,000, then a blocking copy
+    ext = b.op("aten::copy_", 100_500, 20_000)
+    b.launch_copy("HtoD (Pageable -> Device)", ext=ext, launch_ns=101_000, launch_dur_ns=19_000, start_ns=104_000,
+                  dur_ns=10_000, nbytes=1 << 20, api="cudaMemcpy")
+    dev = gaps(b.load(tmp_path)).gaps.filter(pl.col("scope") == "device").sort("start_ns")
+    assert dev.select("start_ns", "gap_ns", "cause", "sync_ns", "launch_path_ns").rows() == [
+        (50_000, 2_000, "sync_stall", 45_000, 2_000),  # the whole _local_scalar_dense
+        # it still held the CPU when this gap opened; launch path: its last 1,000 and aten::add's 1,500
+        (54_000, 6_000, "sync_stall", 45_000, 1_000 + 1_500),
+        # cudaMemcpy began at +101,000, 31 us into the gap: aten::sort ran before it. Counting
+        # the copy call itself (19,000 >= half of the 34,000 late) made this a sync stall.
+        (70_000, 34_000, "cpu_work", 0, 104_000 - 100_500),
+    ]

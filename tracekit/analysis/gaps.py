@@ -23,7 +23,10 @@ Cause, first rule that applies (CAUSES):
    [g0, min(L1, g1)) and last, in whole (`sync_ns`), at least half of late_ns: the CPU
    waited for the GPU to drain, so nothing was queued; had it not blocked it would have
    been ahead by about `sync_ns`. A short sync followed by a long CPU stretch is not a
-   sync stall (rule 5 names the stretch).
+   sync stall (rule 5 names the stretch). When the next work's own call began after the
+   gap opened (L0 > g0), only [g0, min(L0, g1)) counts: that call (a synchronous copy, say)
+   stalled nothing before it. When it was already running at g0 (`.item()` waiting for
+   the stream to drain before its copy), the whole late part counts.
 5. `launch_bound` / `cpu_work`: late_ns ≥ half the gap (the CPU was late). `cpu_work`
    when less than half of [g0, min(L1, g1)) on T was spent in the launch path (top-level
    cpu_ops that launch GPU work, and launch calls themselves): the CPU ran ops or Python
@@ -151,7 +154,7 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
         "launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first")
     picked = links.select(
         pl.col("eid").alias("next_eid"), pl.col("name").alias("next_name"), "launch_eid", "launch_name",
-        "launch_end_ns", "launch_pid", "launch_tid", pl.col("op_name").alias("next_op"),
+        "launch_ts_ns", "launch_end_ns", "launch_pid", "launch_tid", pl.col("op_name").alias("next_op"),
     )[best["_row"]]
     return found.join(pl.concat([best.select("gid"), picked], how="horizontal"), on="gid", how="left")
 
@@ -166,10 +169,15 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
     late = found.filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"),
         pl.col("_late_end").alias("q_end_ns"), pl.col("launch_pid").alias("pid"),
-        pl.col("launch_tid").alias("tid"))
+        pl.col("launch_tid").alias("tid"), _launch_ts=pl.col("launch_ts_ns"))
+    # a next work's own call that began after the gap opened stalled nothing before it: the
+    # part of the gap before that call is what a blocking call can explain
+    after_open = pl.col("_launch_ts") > pl.col("q_start_ns")
+    before_launch = late.with_columns(
+        q_end_ns=pl.when(after_open).then(pl.min_horizontal("q_end_ns", "_launch_ts")).otherwise("q_end_ns"))
     parts = {
         "overhead_ns": intervals.covered_ns(whole, trace.ops.filter(pl.col("cat") == "overhead")),
-        "sync_ns": intervals.covered_ns(late, _blocking(trace), on=["pid", "tid"], whole=True),
+        "sync_ns": intervals.covered_ns(before_launch, _blocking(trace), on=["pid", "tid"], whole=True),
         "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
         "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
     }
