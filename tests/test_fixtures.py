@@ -509,3 +509,29 @@ def test_rocm_gaps_a_blocking_copy_that_launches_the_next_work_is_no_sync_stall(
         # mm until +70,000 and copy_ from +80,000 are the launch path: 10,000 of the 20,000
         (64_000, 84_000, "launch_bound", 20_000, 0, (70_000 - 64_000) + (84_000 - 80_000), "hipMemcpyWithStream"),
     ]
+
+
+def test_batch_over_the_fixtures_folder(tmp_path):
+    """`run_batch` on tests/fixtures: one row per file, with the figures the tests above work out."""
+    from tracekit.batch import run_batch
+
+    result = run_batch([str(FIXTURES)], out_dir=tmp_path / "out", jobs=1)
+    assert (result.analysed, result.failed) == (8, 0)
+    rows = {r["name"].rsplit("-", 1)[0] + ("|gz" if r["source"].endswith(".gz") else ""): r
+            for r in result.summary.iter_rows(named=True)}
+    assert sorted(rows) == ["chrome_generic", "crashed", "kineto_gpu_bound", "kineto_step", "kineto_step|gz",
+                            "kineto_two_streams", "legacy_2021", "rocm_mi250"]
+    figures = ("steps", "step_median_ns", "busy_ns", "idle_ns", "idle_cpu_work_ns", "idle_launch_bound_ns",
+               "idle_sync_stall_ns", "critical_path_verdict", "recovered")
+    expected = {
+        "kineto_step": (1, 100_000, 40_623, 24_877, 24_000, 0, 0, "launch-bound", False),
+        "kineto_gpu_bound": (1, 100_000, 70_000, 0, 0, 0, 0, "gpu-bound", False),
+        "kineto_two_streams": (1, 100_000, 50_000, 0, 0, 0, 0, "gpu-bound", False),
+        "crashed": (1, 100_000, 30_123, 0, 0, 0, 0, "launch-bound", True),  # only the sgemm was written
+        "legacy_2021": (0, None, 22_500, 29_000, 0, 29_000, 0, "launch-bound", False),
+        "rocm_mi250": (0, None, 27_880, 45_120, 0, 45_120, 0, "launch-bound", False),
+        "chrome_generic": (0, None, 0, 0, 0, 0, 0, "no-gpu", False),
+    }
+    for name, values in expected.items():
+        assert tuple(rows[name][f] for f in figures) == values, name
+    assert tuple(rows["kineto_step|gz"][f] for f in figures) == expected["kineto_step"]
