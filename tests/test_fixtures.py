@@ -423,10 +423,16 @@ def test_diff_of_the_step_and_the_gpu_bound_step(capsys):
         "with a single sample on a side the noise is unknown.")
     # the GEMM work per step: the sgemm's 30,123 before, the bf16 GEMM's 70,000 after
     assert "gemm kernels take 39.9 µs more per step" in report["verdict"]
+    assert "1 kernel name appeared and 2 disappeared" in report["verdict"]
     cards = {c["label"]: c["value"] for c in report["cards"]}
     assert cards["Step time"] == "100 µs → 100 µs"
     assert cards["GPU idle per step"] == "59.4 µs → 30 µs"  # 100,000 - 40,623 and 100,000 - 70,000
     assert cards["Kernels per step"] == "2 → 1"
+    # by step time (unchanged) the changes are listed, but one step a side tells nothing of the noise
+    assert main(["diff", str(before), str(after), "--format", "json"]) == 0
+    text = json.loads(capsys.readouterr().out)["verdict"]
+    assert text.startswith("Step time is unchanged (100 µs, median of 1 vs 1 steps). Largest changes: gemm kernels")
+    assert "beyond the noise" not in text
 
 
 def test_report_gap_table_counts_from_the_trace_start(capsys):
@@ -535,3 +541,4 @@ def test_batch_over_the_fixtures_folder(tmp_path):
     for name, values in expected.items():
         assert tuple(rows[name][f] for f in figures) == values, name
     assert tuple(rows["kineto_step|gz"][f] for f in figures) == expected["kineto_step"]
+

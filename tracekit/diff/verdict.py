@@ -1,9 +1,10 @@
 """The one-paragraph verdict at the top of a diff, built from its frames.
 
 Shape: the headline change and whether it is beyond the noise; then its biggest causes
-among the significant changes (an attention backend switch; the kernel with the largest
-change in time per step; kernels that appeared or disappeared; the idle cause that moved
-most); then the comparability notes (different hardware first).
+among the significant changes, or "Largest changes" when the noise is unknown (one sample
+on a side) (an attention backend switch; the kernel with the largest change in time per
+step; kernels that appeared or disappeared; the idle cause that moved most); then the
+comparability notes (different hardware first).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def verdict(head: Any, *, scope: str, notes: list[str], **parts: pl.DataFrame) -
         text = first + "."
     elif head.significant and head.delta_ns:
         text = f"{first}: {'; '.join(causes)}."
-    elif head.significant is None:
+    elif head.significant is None or min(head.n_before, head.n_after) < 2:
+        # one sample on a side: no change can be told from the noise, the headline's either
         text = f"{first}. Largest changes: {'; '.join(causes)}."
     else:
         text = f"{first}. Changes beyond the noise: {'; '.join(causes)}."
@@ -111,7 +113,7 @@ def _kernels(k: pl.DataFrame, per: str) -> list[str]:
     appeared = int((k["status"] == "appeared").sum())
     gone = int((k["status"] == "disappeared").sum())
     if appeared or gone:
-        out.append(f"{appeared} kernel names appeared and {gone} disappeared")
+        out.append(f"{appeared} kernel {'name' if appeared == 1 else 'names'} appeared and {gone} disappeared")
     return out
 
 
