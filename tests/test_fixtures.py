@@ -280,6 +280,9 @@ def test_kineto_step_report_findings_end_to_end(capsys):
         "profiler_overhead": ("low", 2_000),
     }
     assert report["findings"][0]["id"] == "host_bound_path"  # the largest loss first
+    assert main(["findings", str(FIXTURES / "kineto_step.json")]) == 0
+    assert capsys.readouterr().out.startswith(
+        "6 finding(s) in a window of 100 µs; 24 rules ran, 18 found nothing")  # (not: each over 100 us)
     assert dict(report["facts"])["GPU span"] == "65.5 µs"
 
 
