@@ -280,6 +280,11 @@ def test_kineto_step_report_findings_end_to_end(capsys):
         "profiler_overhead": ("low", 2_000),
     }
     assert report["findings"][0]["id"] == "host_bound_path"  # the largest loss first
+    titles = {f["id"]: f["title"] for f in report["findings"]}
+    assert titles["tiny_grids"].endswith("grids smaller than the SM count (1 launch, 1 kernel)")
+    assert titles["fp32_gemm"] == "FP32 GEMM/conv kernels on CUDA cores take 30.1 µs over 1 launch (30.1 % of the window)"
+    assert titles["pageable_memcpy"] == "1 copy of 1.0 MB uses pageable host memory (4 µs of copy time)"
+    assert titles["profiler_overhead"].startswith("1 profiler overhead event (Activity Buffer Request) covers 2 µs")
     assert main(["findings", str(FIXTURES / "kineto_step.json")]) == 0
     assert capsys.readouterr().out.startswith(
         "6 finding(s) in a window of 100 µs; 24 rules ran, 18 found nothing")  # (not: each over 100 us)

@@ -62,6 +62,11 @@ def count(n: int | float | str | None) -> str:
     return f"{n:,}" if isinstance(n, int) else str(n)
 
 
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """`n` and the noun in the number it takes: `counted(1, "copy", "copies")` -> "1 copy"."""
+    return f"{count(n)} {one if n == 1 else (many or one + 's')}"
+
+
 _CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 127]}
 
 

@@ -118,7 +118,7 @@ def windows_section(a: Analysis, *, top: int) -> Section:
 
 def launch_section(a: Analysis, *, top: int) -> Section:
     ls = a.launches
-    paras = [f"{fmt.count(ls.launch_calls)} launch calls took {fmt.ns(ls.launch_api_ns)} of CPU time; median launch "
+    paras = [f"{fmt.counted(ls.launch_calls, 'launch call')} took {fmt.ns(ls.launch_api_ns)} of CPU time; median launch "
              f"latency (kernel start − call end) {fmt.ns(ls.median_latency_ns)}; deepest queue {fmt.count(ls.max_queue_depth)}; "
              f"CUDA-graph replays: {fmt.count(ls.graph_launches)} launching {fmt.count(ls.graph_events)} kernels."]
     t = frame_table("apis", "Launch APIs", ls.apis, [
@@ -136,8 +136,8 @@ def sync_section(a: Analysis, *, top: int) -> Section:
         ("name", "copy", "text"), ("direction", "direction", "text"), ("host_memory", "host memory", "text"),
         ("bytes", "bytes", "bytes"), ("dur_ns", "time", "ns"), ("bandwidth_gbps", "bandwidth", "gbps"),
         ("api", "API", "text"), ("op_path", "issued by", "text")], limit=top)
-    paras = [f"{fmt.count(s.sync_calls)} blocking syncs held the CPU for {fmt.ns(s.sync_ns)}; "
-             f"{fmt.count(c.memcpys)} memcpys moved {fmt.size(c.memcpy_bytes)} in {fmt.ns(c.memcpy_ns)} "
+    paras = [f"{fmt.counted(s.sync_calls, 'blocking sync')} held the CPU for {fmt.ns(s.sync_ns)}; "
+             f"{fmt.counted(c.memcpys, 'memcpy')} moved {fmt.size(c.memcpy_bytes)} in {fmt.ns(c.memcpy_ns)} "
              f"({fmt.count(c.pageable)} from pageable memory, {fmt.count(c.dtod)} device-to-device)."]
     return Section(id="syncs", title="Syncs and copies", paragraphs=paras, tables=[syncs, copies],
                    intro="A device-to-device copy issued by an out-of-place op (masked_fill, to, contiguous) is a hidden "

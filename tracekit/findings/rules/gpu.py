@@ -100,7 +100,7 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
                                       first=pl.col("eid").first()).sort("ns", descending=True)
     rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort("ns", descending=True)
     return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
-                     f"({tiny.height} launches, {names.height} kernels)",
+                     f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})",
                time_lost_ns=lost, evidence=ctx.evidence(rows, note=pl.format("median {} blocks", "blocks")))
 
 
@@ -145,6 +145,7 @@ def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
     if rows.is_empty() or ctx.share(gpu_ns) < p.min_share:
         return None
     top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
-    return Hit(title=f"{rows.height} FP32 GEMM/conv kernel launches on CUDA cores take {fmt.ns(gpu_ns)} "
+    return Hit(title=f"FP32 GEMM/conv kernels on CUDA cores take {fmt.ns(gpu_ns)} over "
+                     f"{fmt.counted(rows.height, 'launch', 'launches')} "
                      f"({fmt.pct(ctx.share(gpu_ns))} of the window)",
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("launched by {}", "op_name")))

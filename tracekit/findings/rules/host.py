@@ -88,6 +88,6 @@ def profiler_overhead(ctx: Context, p: Params) -> Hit | None:
     if rows.is_empty() or ctx.share(lost) < p.min_share:
         return None
     names = rows.group_by("name").agg(ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
-    return Hit(title=f"{rows.height} profiler overhead event(s) ({', '.join(names['name'].head(3))}) cover "
+    return Hit(title=f"{fmt.counted(rows.height, 'profiler overhead event')} ({', '.join(names['name'].head(3))}) {'covers' if rows.height == 1 else 'cover'} "
                      f"{fmt.ns(lost)} ({fmt.pct(ctx.share(lost))} of the window)",
                time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True)))

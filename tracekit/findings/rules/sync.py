@@ -80,7 +80,8 @@ def pageable_memcpy(ctx: Context, p: Params) -> Hit | None:
         return None
     ns = int(rows["dur_ns"].sum() or 0)
     mb = int(rows["bytes"].sum() or 0)
-    return Hit(title=f"{rows.height} copies of {fmt.size(mb)} use pageable host memory ({fmt.ns(ns)} of copy time)",
+    return Hit(title=f"{fmt.counted(rows.height, 'copy', 'copies')} of {fmt.size(mb)}{'' if rows.height == 1 else ' in all'} "
+                     f"{'uses' if rows.height == 1 else 'use'} pageable host memory ({fmt.ns(ns)} of copy time)",
                time_lost_ns=int(ns * (1 - 1 / p.pinned_speedup)),
                evidence=ctx.evidence(rows.sort("dur_ns", descending=True), note=pl.format("{} {}", "name", "op_path")))
 
