@@ -550,3 +550,29 @@ def test_batch_over_the_fixtures_folder(tmp_path):
         assert tuple(rows[name][f] for f in figures) == values, name
     assert tuple(rows["kineto_step|gz"][f] for f in figures) == expected["kineto_step"]
 
+
+
+def _report(main, capsys, name: str) -> dict:
+    assert main(["report", str(FIXTURES / name), "--format", "json", "--no-cache"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _table(report: dict, table_id: str) -> list[list[str]]:
+    table = next(t for s in report["sections"] for t in s["tables"] if t["id"] == table_id)
+    return [[cell["text"] for cell in row] for row in table["rows"]]
+
+
+def test_report_critical_path_contexts(capsys):
+    from tracekit.cli.main import main
+
+    # the 2021 trace has no step ranges: host time between its ops belongs to no op
+    assert _table(_report(main, capsys, "legacy_2021.json"), "path-context") == [
+        ["aten::linear", "launch_overhead", "40 µs", "64.0 %"],  # [1, 41) us of the 62.5 us window
+        ["aten::copy_", "launch_overhead", "10 µs", "16.0 %"],
+        ["(outside any op)", "python_overhead", "10 µs", "16.0 %"],  # [41, 50) and [60, 61) us
+        ["outside the path", "idle", "1.5 µs", "2.4 %"],
+        ["cudaMemsetAsync", "launch_overhead", "1 µs", "1.6 %"],  # a call in no op, [61, 62) us
+    ]
+    gpu_bound = _report(main, capsys, "kineto_gpu_bound.json")
+    paras = [p for s in gpu_bound["sections"] if s["id"] == "critical-path" for p in s["paragraphs"]]
+    assert paras[1].startswith("1 GPU→CPU sync edge was inferred from blocking calls")

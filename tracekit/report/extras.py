@@ -73,12 +73,14 @@ def critical_path_section(a: Analysis) -> Section | None:
         bars.append(Bar(label=label, value_text=f"{fmt.ns(ns)} ({fmt.pct(share)})", fraction=ns / total, css_class=f"c-{css}", x=x))
         x += ns / total
     chart = BarChart(id="critical-path", title=f"Critical path of {cp.window}", bars=bars, stacked=True)
-    ctx = cp.by_context.sort("ns", descending=True).head(20)
+    # host time in no op, module or annotation (a trace without ProfilerStep ranges) has no context
+    ctx = cp.by_context.sort("ns", descending=True).head(20).with_columns(pl.col("context").fill_null("(outside any op)"))
     table = frame_table("path-context", "Who the critical path belongs to", ctx, [
         ("context", "op / kernel", "text"), ("cls", "class", "text"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]
     if cp.inferred_edges:
-        paras.append(f"{fmt.count(cp.inferred_edges)} GPU→CPU sync edges were inferred from blocking calls that end "
+        edges = fmt.counted(cp.inferred_edges, "GPU→CPU sync edge")
+        paras.append(f"{edges} {'was' if cp.inferred_edges == 1 else 'were'} inferred from blocking calls that end "
                      "right after GPU work (the trace has no cuda_sync records for them).")
     whatifs = _whatifs(a)
     if whatifs:
