@@ -576,3 +576,16 @@ def test_report_critical_path_contexts(capsys):
     gpu_bound = _report(main, capsys, "kineto_gpu_bound.json")
     paras = [p for s in gpu_bound["sections"] if s["id"] == "critical-path" for p in s["paragraphs"]]
     assert paras[1].startswith("1 GPU→CPU sync edge was inferred from blocking calls")
+
+
+def test_report_sections_appear_when_they_have_something_to_say(capsys):
+    from tracekit.cli.main import main
+
+    ids = [s["id"] for s in _report(main, capsys, "kineto_step.json")["sections"]]
+    assert ids == ["timeline", "gpu", "gaps", "critical-path", "ops", "windows", "launches", "syncs", "occupancy",
+                   "roofline", "memory"]
+    # a browser trace: no GPU, no cpu_op, no step, no launch, sync or copy
+    assert [s["id"] for s in _report(main, capsys, "chrome_generic.json")["sections"]] == ["critical-path"]
+    # the GPU-bound step: no copies, but a sync; no memory samples
+    ids = [s["id"] for s in _report(main, capsys, "kineto_gpu_bound.json")["sections"]]
+    assert "syncs" in ids and "memory" not in ids and "launches" in ids

@@ -64,8 +64,10 @@ def gpu_section(a: Analysis, *, top: int) -> Section | None:
                          "sync records are not work). A device's span runs from its first activity to its last.")
 
 
-def ops_section(a: Analysis, *, top: int) -> Section:
+def ops_section(a: Analysis, *, top: int) -> Section | None:
     at = a.attribution
+    if at.ops.is_empty() and not at.gpu_events:
+        return None
     ops = at.ops.sort("gpu_incl_ns", descending=True, nulls_last=True)
     t = frame_table("ops", "Top ops by GPU time", ops, [
         ("name", "op", "text"), ("calls", "calls", "count"), ("cpu_total_ns", "CPU total", "ns"),
@@ -103,7 +105,9 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
                          "ones are summed as short gaps, so the causes add up to the idle time exactly.")
 
 
-def windows_section(a: Analysis, *, top: int) -> Section:
+def windows_section(a: Analysis, *, top: int) -> Section | None:
+    if a.windows.instances.is_empty():
+        return None
     inst = a.windows.instances.with_columns(warm=pl.when(pl.col("warmup")).then(pl.lit("warm-up")).otherwise(pl.lit("")))
     t = frame_table("windows", "Steps and annotation windows", inst, [
         ("name", "window", "text"), ("cpu_ns", "CPU", "ns"), ("gpu_ns", "GPU projection", "ns"),
@@ -116,8 +120,10 @@ def windows_section(a: Analysis, *, top: int) -> Section:
                          "last end of the work its launches caused) and the GPU busy time inside that projection.")
 
 
-def launch_section(a: Analysis, *, top: int) -> Section:
+def launch_section(a: Analysis, *, top: int) -> Section | None:
     ls = a.launches
+    if not ls.launch_calls:
+        return None
     paras = [f"{fmt.counted(ls.launch_calls, 'launch call')} took {fmt.ns(ls.launch_api_ns)} of CPU time; median launch "
              f"latency (kernel start − call end) {fmt.ns(ls.median_latency_ns)}; deepest queue {fmt.count(ls.max_queue_depth)}; "
              f"CUDA-graph replays: {fmt.count(ls.graph_launches)} launching {fmt.count(ls.graph_events)} kernels."]
@@ -127,7 +133,9 @@ def launch_section(a: Analysis, *, top: int) -> Section:
     return Section(id="launches", title="Launches", paragraphs=paras, tables=[t])
 
 
-def sync_section(a: Analysis, *, top: int) -> Section:
+def sync_section(a: Analysis, *, top: int) -> Section | None:
+    if a.syncs.syncs.is_empty() and a.copies.copies.is_empty():
+        return None
     s, c = a.syncs, a.copies
     syncs = frame_table("syncs", "Blocking host↔device syncs", s.syncs.sort("dur_ns", descending=True), [
         ("name", "call", "text"), ("dur_ns", "blocked", "ns"), ("gpu_wait_ns", "GPU work waited for", "ns"),
