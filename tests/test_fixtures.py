@@ -589,3 +589,12 @@ def test_report_sections_appear_when_they_have_something_to_say(capsys):
     # the GPU-bound step: no copies, but a sync; no memory samples
     ids = [s["id"] for s in _report(main, capsys, "kineto_gpu_bound.json")["sections"]]
     assert "syncs" in ids and "memory" not in ids and "launches" in ids
+
+
+def test_summary_of_a_trace_without_idle_time(capsys):
+    from tracekit.cli.main import main
+
+    assert main(["summary", str(FIXTURES / "kineto_two_streams.json")]) == 0
+    out = capsys.readouterr().out
+    assert "GPU busy    50 µs of 50 µs (100.0 %)" in out  # the two streams cover [10, 60) us together
+    assert "idle by cause (device gaps; under 1 µs = short)\n  none: the GPU was never idle in the window\n" in out

@@ -180,6 +180,8 @@ def _cause_table(g: dict[str, Any]) -> str:
             counts[row["cause"]] = counts.get(row["cause"], 0) + row["gaps"]
     rows = [[cause, fmt.ns(ns), _share(ns, g["idle_ns"]), fmt.count(counts.get(cause, 0))]
             for cause, ns in sorted(g["by_cause"].items(), key=lambda kv: -kv[1]) if ns]
+    if not rows:
+        return "none: the GPU was never idle in the window"
     return table(["cause", "time", "of idle", "gaps"], rows, right=(1, 2, 3))
 
 
