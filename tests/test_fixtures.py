@@ -280,6 +280,7 @@ def test_kineto_step_report_findings_end_to_end(capsys):
         "profiler_overhead": ("low", 2_000),
     }
     assert report["findings"][0]["id"] == "host_bound_path"  # the largest loss first
+    assert dict(report["facts"])["steps"] == "1 ProfilerStep window"
     titles = {f["id"]: f["title"] for f in report["findings"]}
     assert titles["tiny_grids"].endswith("grids smaller than the SM count (1 launch, 1 kernel)")
     assert titles["fp32_gemm"] == "FP32 GEMM/conv kernels on CUDA cores take 30.1 µs over 1 launch (30.1 % of the window)"
@@ -432,6 +433,7 @@ def test_diff_of_the_step_and_the_gpu_bound_step(capsys):
     # the GEMM work per step: the sgemm's 30,123 before, the bf16 GEMM's 70,000 after
     assert "gemm kernels take 39.9 µs more per step" in report["verdict"]
     assert "1 kernel name appeared and 2 disappeared" in report["verdict"]
+    assert dict(report["facts"])["before"].endswith(" · kineto · 1 step")
     cards = {c["label"]: c["value"] for c in report["cards"]}
     assert cards["Step time"] == "100 µs → 100 µs"
     assert cards["GPU idle per step"] == "59.4 µs → 30 µs"  # 100,000 - 40,623 and 100,000 - 70,000

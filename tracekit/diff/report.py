@@ -86,7 +86,7 @@ def _facts(d: TraceDiff) -> list[tuple[str, str]]:
     out = []
     for name, s in (("before", d.before), ("after", d.after)):
         warm = f" (+{s.warmup_steps} warm-up left out)" if s.warmup_steps else ""
-        steps = f"{s.steps} steps{warm}" if d.scope == "steps" else "no profiler steps compared"
+        steps = f"{fmt.counted(s.steps, 'step')}{warm}" if d.scope == "steps" else "no profiler steps compared"
         rank = f", rank {s.rank} of {s.world_size}" if s.world_size else ""
         out.append((name, f"{s.path} · {_devices(s)}{rank} · {s.format} · {steps}"))
     out += [("aligned by", _scope(d)), ("metric", d.headline.label), ("noise rule", NOISE_RULE),

@@ -103,7 +103,7 @@ def _facts(a: Analysis) -> list[tuple[str, str]]:
     facts.append(("GPU span", fmt.ns(span) if span else "no GPU activity"))
     steps = a.windows.steps
     if steps:
-        facts.append(("steps", f"{steps} ProfilerStep windows" + (f" ({a.windows.warmup_steps} warm-up)" if a.windows.warmup_steps else "")))
+        facts.append(("steps", fmt.counted(steps, "ProfilerStep window") + (f" ({a.windows.warmup_steps} warm-up)" if a.windows.warmup_steps else "")))
     return facts
 
 
