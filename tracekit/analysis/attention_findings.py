@@ -298,7 +298,7 @@ def _hidden_copy(result: AttentionResult) -> dict[str, Any] | None:
         result,
         calls,
         "attention_hidden_copy",
-        f"out-of-place masked_fill copies the scores before masking ({copies.height} copies)",
+        f"out-of-place masked_fill copies the scores before masking ({fmt.counted(copies.height, 'copy', 'copies')})",
         int(copies["dur_ns"].sum() or 0),
         evidence,
         "aten::masked_fill clones its input (aten::clone → aten::copy_ → Memcpy DtoD); use the in-place "

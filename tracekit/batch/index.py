@@ -94,7 +94,7 @@ def index_context(result: Any) -> dict[str, Any]:
     table = frame_table("traces", f"Traces ({s.height})", shown, SUMMARY_COLUMNS, limit=None)
     errors = s.filter(pl.col("error").is_not_null())  # unclipped
     return {
-        "title": f"tracekit batch: {s.height} traces",
+        "title": f"tracekit batch: {fmt.counted(s.height, 'trace')}",
         "facts": [
             ("traces", fmt.count(s.height)),
             ("analysed by this run", fmt.count(result.analysed)),

@@ -52,7 +52,7 @@ class BatchResult:
         """One line for the end of a run."""
         where = f" -> {self.out_dir / 'index.html'}" if self.out_dir else ""
         return (
-            f"tracekit batch: {self.summary.height} traces ({self.analysed} analysed, {self.cached} cached, "
+            f"tracekit batch: {fmt.counted(self.summary.height, 'trace')} ({self.analysed} analysed, {self.cached} cached, "
             f"{self.failed} failed) in {fmt.ns(self.seconds * 1e9)}{where}"
         )
 

@@ -96,7 +96,7 @@ def _verdict(a: Analysis) -> str:
 def _facts(a: Analysis) -> list[tuple[str, str]]:
     m = a.trace.meta
     span = a.timeline.span_ns
-    facts = [("trace", m.path), ("size", f"{fmt.size(m.size_bytes)}, {fmt.count(m.event_count)} events"),
+    facts = [("trace", m.path), ("size", f"{fmt.size(m.size_bytes)}, {fmt.counted(m.event_count, 'event')}"),
              ("format", m.format + (f", schema {m.schema_version}" if m.schema_version is not None else ""))]
     if m.rank is not None:
         facts.append(("rank", f"{m.rank}" + (f" of {m.world_size}" if m.world_size else "")))

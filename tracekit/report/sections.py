@@ -126,7 +126,7 @@ def launch_section(a: Analysis, *, top: int) -> Section | None:
         return None
     paras = [f"{fmt.counted(ls.launch_calls, 'launch call')} took {fmt.ns(ls.launch_api_ns)} of CPU time; median launch "
              f"latency (kernel start − call end) {fmt.ns(ls.median_latency_ns)}; deepest queue {fmt.count(ls.max_queue_depth)}; "
-             f"CUDA-graph replays: {fmt.count(ls.graph_launches)} launching {fmt.count(ls.graph_events)} kernels."]
+             f"CUDA-graph replays: {fmt.count(ls.graph_launches)} launching {fmt.counted(ls.graph_events, 'kernel')}."]
     t = frame_table("apis", "Launch APIs", ls.apis, [
         ("name", "API", "text"), ("family", "family", "text"), ("calls", "calls", "count"), ("total_ns", "CPU time", "ns"),
         ("gpu_events", "GPU activities", "count"), ("median_latency_ns", "median latency", "ns")], limit=top)

@@ -64,8 +64,8 @@ def sync_memcpy(ctx: Context, p: Params) -> Hit | None:
     if rows.height < p.min_count:
         return None
     lost = int(rows["dur_ns"].sum() or 0)
-    return Hit(title=f"{rows.height} synchronous memcpy call(s) ({', '.join(sorted(set(rows['api'].drop_nulls())))}) "
-                     f"block the host for at least {fmt.ns(lost)}",
+    return Hit(title=f"{fmt.counted(rows.height, 'synchronous memcpy call')} ({', '.join(sorted(set(rows['api'].drop_nulls())))}) "
+                     f"{'blocks' if rows.height == 1 else 'block'} the host for at least {fmt.ns(lost)}",
                time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True),
                                                          note=pl.format("{} {}", "direction", "op_path")))
 

@@ -36,8 +36,9 @@ def eager_attention(ctx: Context, p: Params) -> Hit | None:
     gpu_ns = int(gpu["dur_ns"].sum() or 0)
     lost = int(gpu_ns * (1 - 1 / p.expected_speedup))
     ev = chains.with_columns(name=pl.lit("matmul -> softmax -> matmul"))
-    return Hit(title=f"{chains.height} eager attention chain(s) (matmul -> softmax -> matmul) take "
-                     f"{fmt.ns(gpu_ns)} of GPU time in {gpu.height} kernels",
+    return Hit(title=f"{fmt.counted(chains.height, 'eager attention chain')} (matmul -> softmax -> matmul) "
+                     f"{'takes' if chains.height == 1 else 'take'} {fmt.ns(gpu_ns)} of GPU time in "
+                     f"{fmt.counted(gpu.height, 'kernel')}",
                time_lost_ns=lost, evidence=ctx.evidence(ev))
 
 
@@ -86,6 +87,6 @@ def mask_rebuilt(ctx: Context, p: Params) -> Hit | None:
         return None
     lost = int(inside["dur_ns"].sum() or 0)
     names = ", ".join(sorted(set(inside["name"].str.replace("aten::", ""))))
-    return Hit(title=f"The mask is rebuilt in {calls} attention calls ({inside.height} ops: {names}), "
+    return Hit(title=f"The mask is rebuilt in {fmt.counted(calls, 'attention call')} ({fmt.counted(inside.height, 'op')}: {names}), "
                      f"{fmt.ns(lost)} of host time",
                time_lost_ns=lost, evidence=ctx.evidence(inside.sort("ts_ns")))
