@@ -600,3 +600,19 @@ def test_summary_of_a_trace_without_idle_time(capsys):
     out = capsys.readouterr().out
     assert "GPU busy    50 µs of 50 µs (100.0 %)" in out  # the two streams cover [10, 60) us together
     assert "idle by cause (device gaps; under 1 µs = short)\n  none: the GPU was never idle in the window\n" in out
+
+
+def test_the_metadata_token_is_redacted_unless_asked(capsys, tmp_path):
+    from tracekit.cli.main import main
+
+    token = "hf_notARealTokenButShapedLikeOne0123456789"  # in the step fixture's `metadata` block
+    report = _report(main, capsys, "kineto_step.json")
+    assert dict(map(tuple, report["metadata"]))["metadata.HF_TOKEN"] == "[redacted]"
+    html = tmp_path / "r.html"
+    assert main(["report", str(FIXTURES / "kineto_step.json"), "--no-cache", "-o", str(html)]) == 0
+    diff = tmp_path / "d.html"
+    assert main(["diff", str(FIXTURES / "kineto_step.json"), str(FIXTURES / "kineto_gpu_bound.json"), "-o", str(diff)]) == 0
+    capsys.readouterr()
+    assert token not in html.read_text() and token not in diff.read_text()
+    assert main(["report", str(FIXTURES / "kineto_step.json"), "--format", "json", "--no-cache", "--no-redact"]) == 0
+    assert token in capsys.readouterr().out
