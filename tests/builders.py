@@ -59,6 +59,11 @@ def _default(o: Any) -> Any:
     raise TypeError(type(o))
 
 
+def to_json(obj: Any) -> str:
+    """JSON text (one key per line) with `Us` times written as exact decimal microseconds."""
+    return _NUM.sub(lambda m: m.group(1), json.dumps(obj, default=_default, indent=1))
+
+
 class TraceBuilder:
     def __init__(
         self,
@@ -205,8 +210,7 @@ class TraceBuilder:
         return doc
 
     def text(self) -> str:
-        body = json.dumps(self.document(), default=_default, indent=1)
-        return _NUM.sub(lambda m: m.group(1), body)
+        return to_json(self.document())
 
     def write(self, path: str | Path, *, gz: bool | None = None) -> Path:
         path = Path(path)
