@@ -113,7 +113,7 @@ def _kernels(k: pl.DataFrame, per: str) -> list[str]:
     appeared = int((k["status"] == "appeared").sum())
     gone = int((k["status"] == "disappeared").sum())
     if appeared or gone:
-        out.append(f"{appeared} kernel {'name' if appeared == 1 else 'names'} appeared and {gone} disappeared")
+        out.append(f"{fmt.counted(appeared, 'kernel name')} appeared and {gone} disappeared")
     return out
 
 
