@@ -11,6 +11,8 @@ import polars as pl
 import pytest
 from builders import TraceBuilder
 from conftest import real_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracekit
 from tracekit.loader import cache as tkcache
@@ -380,3 +382,51 @@ def test_out_of_order_and_negative_times_across_chunks(tmp_path, chunk_bytes, pa
     notes = {r["code"]: (r["count"], r["first_eid"]) for r in t.warnings.iter_rows(named=True)}
     assert notes["out_of_order"] == ((5, 1) if pair else (4, 1))
     assert notes["negative_ts"] == ((2, 6) if pair else (1, 6))
+
+
+@st.composite
+def _ordered_events(draw):
+    """Complete slices (CPU ops and kernels) on a few threads at any times, negative ones
+    too, and B/E pairs between them whose slices never overlap on their own thread (so
+    that each B pairs with the E right after it)."""
+    events: list[dict] = []
+    pair_end: dict[tuple[int, int], int] = {}  # thread -> end of its last B/E pair
+    for _ in range(draw(st.integers(1, 40))):
+        pid, tid = draw(st.sampled_from([(1, 1), (1, 2), (2, 1)]))
+        ts = draw(st.integers(-50, 200))
+        if draw(st.integers(0, 4)) == 0:
+            start = max(ts, pair_end.get((pid, tid), -100) + 1)
+            events += [{"ph": "B", "cat": "cpu_op", "name": "b", "pid": pid, "tid": tid, "ts": start},
+                       {"ph": "E", "pid": pid, "tid": tid, "ts": start + 1}]
+            pair_end[(pid, tid)] = start + 1
+        else:
+            cat = draw(st.sampled_from(["cpu_op", "kernel"]))
+            events.append({"ph": "X", "cat": cat, "name": "x", "pid": pid, "tid": tid, "ts": ts, "dur": 1})
+    return events
+
+
+def _order_reference(events: list[dict]) -> dict[str, tuple[int, int]]:
+    """Each slice (X, or the B that opens a pair) against the slice before it on its thread,
+    in file order; and the negative times."""
+    last: dict[tuple[int, int], int] = {}
+    back: list[int] = []
+    negative: list[int] = []
+    for eid, e in enumerate(events):
+        if e["ph"] not in ("X", "B"):
+            continue
+        thread = (e["pid"], e["tid"])
+        if thread in last and e["ts"] < last[thread]:
+            back.append(eid)
+        if e["ts"] < 0:
+            negative.append(eid)
+        last[thread] = e["ts"]
+    return {code: (len(eids), min(eids)) for code, eids in (("out_of_order", back), ("negative_ts", negative)) if eids}
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=_ordered_events(), chunk_bytes=st.sampled_from([1, 120, 400, ONE_SHOT]))
+def test_property_order_notes_match_a_plain_walk_at_any_chunking(events, chunk_bytes):
+    trace = loads(json.dumps({"traceEvents": events}).encode(), chunk_bytes=chunk_bytes)
+    notes = {r["code"]: (r["count"], r["first_eid"]) for r in trace.warnings.iter_rows(named=True)
+             if r["code"] in ("out_of_order", "negative_ts")}
+    assert notes == _order_reference(events)
