@@ -11,11 +11,14 @@ imports tracekit from its tree (PYTHONPATH) and nothing else differs.
 Timing on a shared machine drifts by half within minutes, so one side's best against the
 other's says little. The rounds alternate the order (A B, B A, A B, ...) so that drift hits
 both sides alike, and the medians, spreads and the ratio NEW / BASE of the medians are
-printed. Jobs, each in a fresh process with the `tracekit` command's allocator settings:
+printed, with the CPU time (user + system, every thread) of the same span, which a busy
+neighbour inflates less than the wall time. Jobs, each in a fresh process with the
+`tracekit` command's allocator settings:
 
   load      tracekit.load(trace, cache=False): seconds of the call
   analyse   the load, then analyse(): seconds of analyse() alone
   report    `python -m tracekit report TRACE --no-cache -o FILE`: wall seconds, imports included
+            (its CPU time: the whole process's)
   first     `python -m tracekit report TRACE --cache -o FILE` with an empty cache folder: the
             report of a new trace, both caches written
   cached    the same command again, on the entries `first` wrote: the second report
@@ -42,7 +45,7 @@ from run import ROOT, TRACE, child_env, compile_tree
 WORKTREE = "worktree"
 REPORTS = {"report": "--no-cache", "first": "--cache", "cached": "--cache"}  # report jobs: the cache option
 JOB = r'''
-import json, sys, time
+import json, resource, sys, time
 job, path = sys.argv[1], sys.argv[2]
 import tracekit.allocator as allocator
 # the command's settings for this trace (older trees: one setting for every size)
@@ -50,13 +53,16 @@ allocator.configure(*([allocator.trace_bytes([path])] if hasattr(allocator, "tra
 import tracekit
 import tracekit.loader
 import polars  # (the loader imports it only when it reads: not part of the timed call)
-t = time.perf_counter()
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t, c = time.perf_counter(), cpu()
 trace = tracekit.load(path, cache=False)
 if job == "analyse":
     from tracekit.analyse import analyse
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu()
     analyse(trace)
-print(json.dumps({"seconds": time.perf_counter() - t}))
+print(json.dumps({"seconds": time.perf_counter() - t, "cpu_seconds": cpu() - c}))
 '''
 
 
@@ -75,8 +81,8 @@ def checkout(rev: str, into: Path) -> Path:
     return tree
 
 
-def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of one fresh process running `job` with `tree`'s tracekit."""
+def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, float, float]:
+    """(seconds, peak RSS in MB, CPU seconds) of one fresh process running `job` with `tree`'s tracekit."""
     env = {**child_env(), "PYTHONPATH": str(tree)}
     if job in REPORTS:
         cache = scratch / "cache"
@@ -98,14 +104,20 @@ def run_once(tree: Path, job: str, trace: Path, scratch: Path) -> tuple[float, f
     proc.returncode = code = os.waitstatus_to_exitcode(status)
     if code:
         raise SystemExit(f"{tree}: {job} failed ({code}): {err_file.read_text(errors='replace')[-2000:]}")
-    seconds = wall if job in REPORTS else json.loads(out_file.read_text().strip().splitlines()[-1])["seconds"]
-    return seconds, usage.ru_maxrss * 1024 / 1e6
+    if job in REPORTS:
+        seconds, cpu = wall, usage.ru_utime + usage.ru_stime
+    else:
+        timed = json.loads(out_file.read_text().strip().splitlines()[-1])
+        seconds, cpu = timed["seconds"], timed["cpu_seconds"]
+    return seconds, usage.ru_maxrss * 1024 / 1e6, cpu
 
 
-def summary(runs: list[tuple[float, float]]) -> dict:
-    times, peaks = [r[0] for r in runs], [r[1] for r in runs]
-    return {"seconds": {"median": statistics.median(times), "min": min(times), "max": max(times)},
-            "peak_mb": {"median": statistics.median(peaks), "min": min(peaks), "max": max(peaks)}, "runs": runs}
+def summary(runs: list[tuple[float, float, float]]) -> dict:
+    out: dict = {}
+    for i, key in enumerate(("seconds", "peak_mb", "cpu_seconds")):
+        values = [r[i] for r in runs]
+        out[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return {**out, "runs": runs}
 
 
 def main() -> None:
@@ -125,11 +137,12 @@ def main() -> None:
         try:
             for side, rev in (("base", args.base), ("new", args.new)):
                 trees[side] = checkout(rev, tmp_path)
-            runs: dict[str, list[tuple[float, float]]] = {"base": [], "new": []}
+            runs: dict[str, list[tuple[float, float, float]]] = {"base": [], "new": []}
             for i in range(args.rounds):
                 for side in (("base", "new") if i % 2 == 0 else ("new", "base")):
                     runs[side].append(run_once(trees[side], args.job, args.trace, tmp_path))
-                    print(f"round {i + 1}/{args.rounds} {side:4s} {runs[side][-1][0]:7.3f} s {runs[side][-1][1]:7.0f} MB",
+                    seconds, peak, cpu = runs[side][-1]
+                    print(f"round {i + 1}/{args.rounds} {side:4s} {seconds:7.3f} s {peak:7.0f} MB {cpu:7.3f} s CPU",
                           file=sys.stderr, flush=True)
         finally:
             for tree in trees.values():
@@ -138,11 +151,11 @@ def main() -> None:
                                    check=False, capture_output=True)
     result = {"job": args.job, "trace": str(args.trace), "rounds": args.rounds, "base_rev": args.base, "new_rev": args.new,
               **{side: summary(r) for side, r in runs.items()}}
-    for key, unit in (("seconds", "s"), ("peak_mb", "MB")):
+    for key, unit in (("seconds", "s"), ("peak_mb", "MB"), ("cpu_seconds", "s")):
         b, n = result["base"][key], result["new"][key]
         result[f"{key}_ratio"] = n["median"] / b["median"] if b["median"] else None
         fmt = "{:.3f}" if unit == "s" else "{:.0f}"
-        print(f"{key:8s} base median {fmt.format(b['median'])} {unit} ({fmt.format(b['min'])}-{fmt.format(b['max'])})   "
+        print(f"{key:11s} base median {fmt.format(b['median'])} {unit} ({fmt.format(b['min'])}-{fmt.format(b['max'])})   "
               f"new median {fmt.format(n['median'])} {unit} ({fmt.format(n['min'])}-{fmt.format(n['max'])})   "
               f"new/base {result[f'{key}_ratio']:.3f}")
     if args.out:

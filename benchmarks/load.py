@@ -4,7 +4,7 @@
 
 Each way of reading runs in a fresh child process, N times; the best time is kept.
 Printed: MB/s of JSON text (decompressed size / wall time of the load call, gunzip
-included; imports are timed apart), peak RSS (the child's own, and its helper process's),
+included; imports are timed apart), the CPU time of the call (user + system, all threads), peak RSS (the child's own, and its helper process's),
 and each ratio against tracekit.load. `benchmarks/run.py` is the fuller suite (cache,
 the 1 GB trace, a JSON file of figures).
 
@@ -44,10 +44,11 @@ def main() -> int:
     results = {way: child(sys.executable, CHILD, path, way, {}, args.repeat, 3600) for way in ways}
     tk = results["tracekit"]
     print(f"trace: {path.name}  JSON {size / 1e6:.1f} MB  events {tk['events']:,}")
-    print(f"{'way':<17}{'seconds':>9}{'MB/s':>8}{'import s':>10}{'peak RSS MB':>13}{'helper MB':>11}"
+    print(f"{'way':<17}{'seconds':>9}{'CPU s':>8}{'MB/s':>8}{'import s':>10}{'peak RSS MB':>13}{'helper MB':>11}"
           f"{'RSS/JSON':>10}{'time vs tracekit':>18}")
     for way, r in results.items():
-        print(f"{way:<17}{r['seconds']:>9.3f}{size / 1e6 / r['seconds']:>8.0f}{r['import_seconds']:>10.3f}"
+        print(f"{way:<17}{r['seconds']:>9.3f}{r['cpu_seconds']:>8.3f}{size / 1e6 / r['seconds']:>8.0f}"
+              f"{r['import_seconds']:>10.3f}"
               f"{r['rss'] / 1e6:>13.0f}{r['rss_children'] / 1e6:>11.0f}{r['rss'] / size:>10.2f}"
               f"{r['seconds'] / tk['seconds']:>17.2f}x")
     floor, js = results["msgspec"]["seconds"], results["json"]["seconds"]

@@ -5,7 +5,9 @@
 Traces: the 54 MB shared trace, and the 1 GB one made by `benchmarks/make_large.py`
 (`--large`, or whenever it exists at its default path). Every way of reading runs in a
 fresh child process, `--repeat` times (best kept), so each peak RSS is its own. Times are
-of the load call itself; the import of each way is timed apart.
+of the load call itself; the import of each way is timed apart. Each time comes with the
+CPU time (user + system, all threads) of the same span: on a shared machine a busy
+neighbour stretches the wall time more than the work.
 
 Ways:
   tracekit          tracekit.load(path): the native scanner, a second thread for large traces
@@ -22,7 +24,8 @@ Ways:
   hta               HTA's TraceAnalysis, when --hta-python names an interpreter that has it
                     (HTA is never installed into .venv)
   report            the full `tracekit report TRACE -o r.html --no-cache` in a fresh process:
-                    wall time with the process start, and its peak RSS
+                    wall time with the process start (the best and the median of the
+                    repeats), the process's CPU time, and its peak RSS
   report-cached     `tracekit report TRACE -o r.html --cache` in an empty cache folder (the
                     first run: it fills the caches), then again (best of the repeats)
 
@@ -36,6 +39,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +54,9 @@ LARGE = Path("/tmp/tracekit-bench/v100_ddp_mlp_1gb.json")
 CHILD = r'''
 import gc, json, resource, sys, time
 path, way, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 t_import = time.perf_counter()
 if way == "tracekit-cli":  # the allocator settings the command line uses for this trace (tracekit.allocator)
     import tracekit.allocator
@@ -73,7 +80,7 @@ elif way == "msgspec":
     from tracekit.loader.source import read_source
 elif way == "json":
     from tracekit.loader.source import read_source
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), cpu()
 if way in ("tracekit", "tracekit-cli", "tracekit-python"):
     n = tracekit.load(path).meta.event_count
 elif way == "tracekit-serial":
@@ -96,10 +103,11 @@ elif way == "msgspec":
     gc.disable()
     n = len(msgspec.json.decode(data, type=Doc).traceEvents)
     gc.enable()
-dt = time.perf_counter() - t0
+dt, dc = time.perf_counter() - t0, cpu() - c0
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"seconds": dt, "import_seconds": t0 - t_import, "rss": own, "rss_children": kids, "events": n}))
+print(json.dumps({"seconds": dt, "cpu_seconds": dc, "import_seconds": t0 - t_import, "rss": own, "rss_children": kids,
+                  "events": n}))
 '''
 
 HTA_CHILD = r'''
@@ -194,16 +202,19 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 from tracekit.cli.main import main  # sets the allocators up, as the command does
 code = main(["report", sys.argv[1], "-o", sys.argv[2], sys.argv[3]])
-print(json.dumps({"code": code, "seconds_in_process": time.perf_counter() - t0,
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+usage = resource.getrusage(resource.RUSAGE_SELF)  # the whole process: its start and imports too
+print(json.dumps({"code": code, "seconds_in_process": time.perf_counter() - t0, "rss": usage.ru_maxrss * 1024,
+                  "cpu_seconds": usage.ru_utime + usage.ru_stime}))
 '''
 
 
 def report_time(path: Path, repeat: int = 1, *, cached: bool = False) -> dict:
     """The full `tracekit report` (HTML): wall time with process start, and peak RSS. Without
     the cache; or (`cached`) with it, in an empty cache folder: a first run fills it
-    (`first_seconds_with_startup`), then the best of `repeat` runs that read it."""
+    (`first_seconds_with_startup`), then the best of `repeat` runs that read it. The median
+    of the timed runs is `median_seconds_with_startup`."""
     best: dict | None = None
+    walls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**child_env(), "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         flag = "--cache" if cached else "--no-cache"
@@ -219,9 +230,12 @@ def report_time(path: Path, repeat: int = 1, *, cached: bool = False) -> dict:
             if cached and i == 0:
                 first = r
                 continue
+            walls.append(wall)
             if best is None or wall < best["seconds_with_startup"]:
                 best = r
     assert best is not None
+    best["median_seconds_with_startup"] = statistics.median(walls)
+    best["runs"] = len(walls)
     if first is not None:
         best["first_seconds_with_startup"] = first["seconds_with_startup"]
         best["first_rss"] = first["rss"]
@@ -249,7 +263,7 @@ def summarise(path: Path, size: int, results: dict[str, dict]) -> dict:
 def show(summary: dict) -> None:
     size = summary["json_bytes"]
     print(f"\ntrace: {Path(summary['trace']).name}  JSON {size / 1e6:,.1f} MB  events {summary['events'] or 0:,}")
-    print(f"{'way':<17}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'helper MB':>11}{'RSS/JSON':>10}"
+    print(f"{'way':<17}{'seconds':>9}{'CPU s':>8}{'MB/s':>8}{'peak RSS MB':>13}{'helper MB':>11}{'RSS/JSON':>10}"
           f"{'x floor':>9}{'x json':>8}")
     for way, r in summary["ways"].items():
         if way.startswith("report") or way == "reanalysis":
@@ -257,7 +271,8 @@ def show(summary: dict) -> None:
         if "seconds" not in r:
             print(f"{way:<17}  {r.get('error') or r.get('skipped')}")
             continue
-        print(f"{way:<17}{r['seconds']:>9.3f}{r['mb_per_s']:>8.0f}{r['rss'] / 1e6:>13.0f}"
+        print(f"{way:<17}{r['seconds']:>9.3f}{r.get('cpu_seconds', float('nan')):>8.3f}{r['mb_per_s']:>8.0f}"
+              f"{r['rss'] / 1e6:>13.0f}"
               f"{r['rss_children'] / 1e6:>11.0f}{r['rss_over_json']:>10.2f}{r.get('x_msgspec_floor', float('nan')):>9.2f}"
               f"{r.get('x_json_loads', float('nan')):>8.2f}")
     cached = summary["ways"].get("tracekit-cached", {})
@@ -272,8 +287,9 @@ def show(summary: dict) -> None:
         print("re-analysis:", again.get("error"))
     rep = summary["ways"].get("report", {})
     if "seconds_with_startup" in rep:
-        print(f"report: `tracekit report` took {rep['seconds_with_startup']:.2f}s (process start included), "
-              f"peak RSS {rep['rss'] / 1e6:,.0f} MB")
+        print(f"report: `tracekit report` took {rep['seconds_with_startup']:.2f}s (process start included; "
+              f"best of {rep['runs']}, median {rep['median_seconds_with_startup']:.2f}s), "
+              f"CPU {rep['cpu_seconds']:.2f}s, peak RSS {rep['rss'] / 1e6:,.0f} MB")
     else:
         print("report:", rep.get("skipped"))
     rc = summary["ways"].get("report-cached", {})

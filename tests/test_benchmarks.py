@@ -32,8 +32,10 @@ def test_ab_compares_a_revision_with_the_working_tree(tmp_path):
         assert len(result[side]["runs"]) == 3
         assert 0 < result[side]["seconds"]["min"] <= result[side]["seconds"]["median"] <= result[side]["seconds"]["max"]
         assert result[side]["peak_mb"]["min"] > 20  # a Python process with Polars loaded
+        assert 0 < result[side]["cpu_seconds"]["min"] <= result[side]["cpu_seconds"]["max"]
+        assert [len(r) for r in result[side]["runs"]] == [3, 3, 3]  # seconds, peak, CPU of each run
     assert result["seconds_ratio"] == pytest.approx(result["new"]["seconds"]["median"] / result["base"]["seconds"]["median"])
-    assert "new/base" in run.stdout
+    assert "new/base" in run.stdout and run.stdout.startswith("seconds") and "cpu_seconds" in run.stdout
     after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True)
     assert after.stdout == before.stdout  # the base's worktree is gone
 
@@ -55,6 +57,8 @@ def test_run_measures_every_way_and_both_caches(tmp_path):
     assert ways["reanalysis"]["first_seconds"] > 0
     for way in ("report", "report-cached"):
         assert ways[way]["code"] == 0 and ways[way]["seconds_with_startup"] > 0, way
+        assert ways[way]["runs"] == 1 and ways[way]["median_seconds_with_startup"] == ways[way]["seconds_with_startup"]
+        assert ways[way]["cpu_seconds"] > 0.1, way  # a process that started Python and imported Polars
     assert ways["report-cached"]["first_seconds_with_startup"] > 0
     assert "re-analysis: load + analyse from the caches" in run.stdout
     assert "report, cache on: first run" in run.stdout
