@@ -384,3 +384,16 @@ def test_cli_findings_on_every_shared_trace(path, capsys, monkeypatch):
     assert len(data["ran"]) >= 15
     for f in data["findings"]:
         assert f["time_lost_ns"] >= 0 and f["severity"] in ("high", "medium", "low", "info")
+
+
+def test_titles_say_one_and_many_in_words(tmp_path):
+    """Counts in titles take the noun (and verb) in their number, never "call(s)"."""
+    def title(make, rule_id, name):
+        return _run(make, tmp_path, rule_id, name).findings[0].title
+
+    # 20 calls of 10 µs (median 10 µs) and the outliers: 100 µs is 90 µs over, 90 µs 80 µs over
+    assert title(plain(durations(100_000)), "kernel_outliers", "one") == \
+        "1 kernel call of 1 kernel runs far over its median, 90 µs over"
+    assert title(plain(durations(100_000, 90_000)), "kernel_outliers", "two") == \
+        "2 kernel calls of 1 kernel run far over their median, 170 µs over in all"
+    assert title(plain(gap(2_000_000)), "gpu_gaps", "gap").startswith("1 GPU gap of ")

@@ -296,7 +296,7 @@ def test_kineto_step_report_findings_end_to_end(capsys):
     assert titles["profiler_overhead"].startswith("1 profiler overhead event (Activity Buffer Request) covers 2 µs")
     assert main(["findings", str(FIXTURES / "kineto_step.json")]) == 0
     assert capsys.readouterr().out.startswith(
-        "6 finding(s) in a window of 100 µs; 24 rules ran, 18 found nothing")  # (not: each over 100 us)
+        "6 findings in a window of 100 µs; 24 rules ran, 18 found nothing")  # (not: each over 100 us)
     assert dict(report["facts"])["GPU span"] == "65.5 µs"
 
 

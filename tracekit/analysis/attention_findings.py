@@ -135,7 +135,7 @@ def _eager(result: AttentionResult) -> dict[str, Any] | None:
         result,
         calls,
         "attention_eager_fusable",
-        f"eager attention in {calls.height} call(s): fused SDPA would run it as one kernel ({drop})",
+        f"eager attention in {fmt.counted(calls.height, 'call')}: fused SDPA would run it as one kernel ({drop})",
         _non_gemm_ns(result, calls),
         evidence,
         "use attn_implementation='sdpa' (F.scaled_dot_product_attention(q, k, v, is_causal=True)): the "
@@ -195,7 +195,7 @@ def _math(result: AttentionResult) -> dict[str, Any] | None:
         result,
         calls,
         "attention_math_backend",
-        f"SDPA ran its math backend in {calls.height} call(s){kernel_text}",
+        f"SDPA ran its math backend in {fmt.counted(calls.height, 'call')}{kernel_text}",
         _non_gemm_ns(result, calls),
         evidence,
         f"the math backend is attention written out (upcast, mask built, matmul, softmax, matmul); "
@@ -232,7 +232,7 @@ def _fp32_gemm(result: AttentionResult) -> dict[str, Any] | None:
     ]
     title = (
         "FP32 upcast inside attention: " if upcast else "FP32 GEMMs inside attention: "
-    ) + f"{simt.height} sgemm kernel(s) on CUDA cores instead of tensor cores"
+    ) + f"{fmt.counted(simt.height, 'sgemm kernel')} on CUDA cores instead of tensor cores"
     return _finding(
         result,
         calls,
@@ -268,7 +268,7 @@ def _mask_rebuilt(result: AttentionResult) -> dict[str, Any] | None:
         result,
         built,
         "attention_mask_rebuilt",
-        f"the attention mask is built again in {built.height} of {calls.height} call(s)",
+        f"the attention mask is built again in {built.height} of {fmt.counted(calls.height, 'call')}",
         lost,
         evidence,
         "build the mask once per forward and reuse it, or let a fused kernel apply causality itself "
@@ -397,7 +397,8 @@ def _occupancy(result: AttentionResult) -> dict[str, Any] | None:
         result,
         None,
         "attention_occupancy_misleading",
-        f"Kineto reports 0 % occupancy for {occ.height} attention kernel(s) that do run",
+        f"Kineto reports 0 % occupancy for {fmt.counted(occ.height, 'attention kernel')} that "
+        f"{'does' if occ.height == 1 else 'do'} run",
         0,
         evidence,
         "Kineto computes occupancy with the default 48 KB shared-memory limit; these kernels opt into "

@@ -58,19 +58,19 @@ def _paragraphs(result: AttentionResult) -> list[str]:
         text = "No attention call was found (no attention ranges, modules, SDPA/flex ops or eager pattern)."
         if result.orphan_kernels:
             ran = fmt.ns(result.orphan_ns)
-            text += f" {result.orphan_kernels} attention kernel(s) ran ({ran}) with no CPU op."
+            text += f" {fmt.counted(result.orphan_kernels, 'attention kernel')} ran ({ran}) with no CPU op."
         return [text]
     evidence = ", ".join(
         f"{e} ({n})" for e, n in result.calls["evidence"].value_counts(sort=True).iter_rows()
     )
     per_layer = (
-        f", {result.calls_per_layer:g} per layer over {result.layers} layer(s)"
+        f", {result.calls_per_layer:g} per layer over {fmt.counted(result.layers, 'layer')}"
         if result.calls_per_layer is not None
         else ""
     )
     backends = ", ".join(f"{b} ({n})" for b, n in result.backends.items())
     out = [
-        f"{result.call_count} attention call(s){per_layer}; evidence: {evidence}.",
+        f"{fmt.counted(result.call_count, 'attention call')}{per_layer}; evidence: {evidence}.",
         f"Backend that ran: {backends}.",
     ]
     if result.has_gpu:
@@ -86,7 +86,8 @@ def _paragraphs(result: AttentionResult) -> list[str]:
         out.append(text + ".")
     if result.orphan_kernels:
         out.append(
-            f"{result.orphan_kernels} attention kernel(s) ({fmt.ns(result.orphan_ns)}) were launched outside "
+            f"{fmt.counted(result.orphan_kernels, 'attention kernel')} ({fmt.ns(result.orphan_ns)}) "
+            f"{'was' if result.orphan_kernels == 1 else 'were'} launched outside "
             "every call found (e.g. before the profiled window); they are not in the per-call figures."
         )
     out += [f"Warning: {w}." for w in result.warnings]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit import format as fmt
 from tracekit.analysis.ceilings import device_ceilings
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import ancestors
@@ -336,7 +337,7 @@ def _gemm_finding(result: RooflineResult, min_eff: float, floor_ns: float, n: in
     evidence = [_evidence(r, causes=_gemm_causes(r)) for r in bad.head(n).to_dicts()]
     advice = "; ".join(dict.fromkeys(c for e in evidence for c in e["causes"]))
     return _finding(result, "roofline.gemm_below_ceiling",
-                    f"{len(bad)} GEMM shape(s) run far below the tensor-core ceiling",
+                    f"{fmt.counted(len(bad), 'GEMM shape')} {'runs' if len(bad) == 1 else 'run'} far below the tensor-core ceiling",
                     float(bad["lost_ns"].sum()), evidence, advice)
 
 
@@ -388,7 +389,7 @@ def _attention_finding(result: RooflineResult, floor_ns: float, n: int) -> dict 
     advice = [ATTENTION_ADVICE.get(r["backend"], ATTENTION_ADVICE["other"]) for r in rows]
     advice += [c for r in rows for c in _attention_causes(r)]
     return _finding(result, "roofline.attention_below_expected",
-                    f"attention runs below what its backend reaches ({len(bad)} shape(s))",
+                    f"attention runs below what its backend reaches ({fmt.counted(len(bad), 'shape')})",
                     float(bad["lost_ns"].sum()), evidence, "; ".join(dict.fromkeys(advice)))
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit import format as fmt
 from tracekit.analysis.graph import DepGraph
 from tracekit.analysis.longest import EdgeOrder, longest_weight
 from tracekit.analysis.taxonomy import classify_names
@@ -94,7 +95,7 @@ def no_syncs(dep: DepGraph, *, call_eids: Iterable[int] | None = None, order: Or
     weights = _cpu_weights(dep, seg.with_columns(weight_ns=pl.when("_gone").then(0).otherwise("weight_ns")))
     cut = (pl.col("kind") == "sync") & pl.col("eid").is_in(chosen.implode())
     weights = dep.edges.with_columns(_w=weights).select(pl.when(cut).then(CUT).otherwise("_w"))[:, 0]
-    label = "all syncs" if call_eids is None else f"{chosen.len()} sync call(s)"
+    label = "all syncs" if call_eids is None else fmt.counted(chosen.len(), "sync call")
     return _estimate(dep, "no_syncs", f"{label} removed", weights, order)
 
 

@@ -51,7 +51,7 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
     top = gaps.sort("gap_ns", descending=True).with_columns(
         name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
     lost = int(gaps["gap_ns"].sum())
-    return Hit(title=f"{gaps.height} GPU gap(s) of {fmt.ns(p.min_gap_ns)} or more, {fmt.ns(lost)} in all "
+    return Hit(title=f"{fmt.counted(gaps.height, 'GPU gap')} of {fmt.ns(p.min_gap_ns)} or more, {fmt.ns(lost)} in all "
                      f"(longest {fmt.ns(int(gaps['gap_ns'].max()))}, mostly {top['cause'][0]})",
                time_lost_ns=lost, evidence=ctx.evidence(top))
 
@@ -121,8 +121,10 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     if out.is_empty() or ctx.share(lost) < p.min_share:
         return None
     top = out.sort("excess", descending=True)
-    return Hit(title=f"{out.height} kernel call(s) of {out['name'].n_unique()} kernel(s) run far over their median, "
-                     f"{fmt.ns(lost)} over in all",
+    one = out.height == 1
+    return Hit(title=f"{fmt.counted(out.height, 'kernel call')} of {fmt.counted(out['name'].n_unique(), 'kernel')} "
+                     f"{'runs' if one else 'run'} far over {'its' if one else 'their'} median, {fmt.ns(lost)} over"
+                     f"{'' if one else ' in all'}",
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("median {} ns", pl.col("_med").cast(I64))))
 
 

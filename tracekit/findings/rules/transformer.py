@@ -59,7 +59,7 @@ def sdpa_math(ctx: Context, p: Params) -> Hit | None:
     gpu_ns = int(gpu["dur_ns"].sum() or 0)
     base = gpu_ns if gpu_ns else int(outer["dur_ns"].sum() or 0)
     per_call = gpu.height / outer.height
-    return Hit(title=f"SDPA fell back to the math backend in {outer.height} call(s): {per_call:.0f} GPU "
+    return Hit(title=f"SDPA fell back to the math backend in {fmt.counted(outer.height, 'call')}: {per_call:.0f} GPU "
                      f"activities per call, {fmt.ns(gpu_ns)} of GPU time",
                time_lost_ns=int(base * (1 - 1 / p.expected_speedup)),
                evidence=ctx.evidence(outer.sort("dur_ns", descending=True)))
