@@ -531,7 +531,7 @@ def test_rules_registered_with_the_findings_engine(variants_dir: Path) -> None:
     assert not found.errors
     math = next(f for f in found.findings if f.rule == "attention_math_backend")
     assert len(math.evidence) == 3 and all(e.eid is not None for e in math.evidence)
-    assert math.evidence[0].note == "sdpa_math: 20 GPU events, 7239.0 µs of GPU time"
+    assert math.evidence[0].note == "sdpa_math: 20 GPU events, 7.24 ms of GPU time"  # 7,239 µs
     clean = {c.rule for c in run_findings(tracekit.load(variants_dir / "sdpa-flash.json.gz")).clean}
     assert {"attention_eager_fusable", "attention_math_backend", "attention_cpu_overhead"} <= clean
 

@@ -397,3 +397,13 @@ def test_titles_say_one_and_many_in_words(tmp_path):
     assert title(plain(durations(100_000, 90_000)), "kernel_outliers", "two") == \
         "2 kernel calls of 1 kernel run far over their median, 170 µs over in all"
     assert title(plain(gap(2_000_000)), "gpu_gaps", "gap").startswith("1 GPU gap of ")
+
+
+def test_evidence_notes_give_times_and_counts_in_words(tmp_path):
+    outliers = _run(plain(durations(100_000)), tmp_path, "kernel_outliers", "o").findings[0]
+    assert [e.note for e in outliers.evidence] == ["median 10 µs"]  # 20 calls of 10 µs, and the outlier
+    tiny = _run(plain(grids(8)), tmp_path, "tiny_grids", "g").findings[0]
+    assert {e.note for e in tiny.evidence} == {"median 8 blocks"}
+    host = _run(wrap(launch_bound, n=10), tmp_path, "host_bound_path", "h").findings[0]
+    # the 255 µs of host work in the module (test_exact_time_lost); the step's zero-length pieces are no evidence
+    assert [(e.name, e.note) for e in host.evidence] == [("nn.Module: LlamaAttention_0", "255 µs of host time on the path")]

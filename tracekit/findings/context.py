@@ -9,6 +9,7 @@ modules (`timeline`, `gaps`, `syncs`, `breakdown`, `windows`, `taxonomy`, `occup
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -140,11 +141,17 @@ class Context:
         return no_launch_overhead(graph) if graph is not None else None
 
     # -- evidence --------------------------------------------------------------------------
-    def evidence(self, rows: pl.DataFrame, *, limit: int = 5, note: pl.Expr | None = None) -> tuple[Evidence, ...]:
+    def evidence(self, rows: pl.DataFrame, *, limit: int = 5,
+                 note: pl.Expr | Callable[[dict[str, Any]], str] | None = None) -> tuple[Evidence, ...]:
         """Evidence from rows with `name`, `ts_ns`, optional `dur_ns`/`eid`, and a `lane`, or
-        `device`/`stream` (GPU), or `pid`/`tid` (CPU); `note` an expression for a short note."""
+        `device`/`stream` (GPU), or `pid`/`tid` (CPU); `note` a short note: an expression, or
+        a function of the row (a dict), for notes that format times or counts."""
         if rows.is_empty():
             return ()
+        if callable(note):
+            rows = rows.head(limit)
+            rows = rows.with_columns(pl.Series("_note", [note(r) for r in rows.iter_rows(named=True)], dtype=STR))
+            note = pl.col("_note")
         cols = rows.columns
         lane = (pl.col("lane") if "lane" in cols
                 else pl.format("stream {} (device {})", "stream", "device") if "stream" in cols

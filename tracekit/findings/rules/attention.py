@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit import format as fmt
 from tracekit.analysis.attention import AttentionResult, analyze_attention
 from tracekit.analysis.attention_findings import attention_findings
 from tracekit.findings.context import Context
@@ -43,9 +44,8 @@ def _evidence(ctx: Context, result: AttentionResult, finding: dict[str, Any]) ->
             gpu_events="gpu_events",
             gpu_ns="gpu_ns",
         )
-        gpu_us = (pl.col("gpu_ns").fill_null(0) / 1000).round(1)
-        note = pl.format("{}: {} GPU events, {} µs of GPU time", "backend", "gpu_events", gpu_us)
-        return ctx.evidence(rows, note=note)
+        return ctx.evidence(rows, note=lambda r: f"{r['backend']}: {fmt.counted(r['gpu_events'] or 0, 'GPU event')}, "
+                                                f"{fmt.ns(r['gpu_ns'] or 0)} of GPU time")
     names = [e["name"] for e in finding["evidence"] if isinstance(e, dict) and "name" in e]
     if names:
         kernels = result.events.filter(pl.col("in_scope") & pl.col("name").is_in(names)).sort("ts_ns")

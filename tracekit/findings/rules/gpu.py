@@ -101,7 +101,7 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
     rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort("ns", descending=True)
     return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
                      f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})",
-               time_lost_ns=lost, evidence=ctx.evidence(rows, note=pl.format("median {} blocks", "blocks")))
+               time_lost_ns=lost, evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
 
 
 @rule(id="kernel_outliers", severity="low", title="Calls of the same kernel much slower than its median",
@@ -125,7 +125,7 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     return Hit(title=f"{fmt.counted(out.height, 'kernel call')} of {fmt.counted(out['name'].n_unique(), 'kernel')} "
                      f"{'runs' if one else 'run'} far over {'its' if one else 'their'} median, {fmt.ns(lost)} over"
                      f"{'' if one else ' in all'}",
-               time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("median {} ns", pl.col("_med").cast(I64))))
+               time_lost_ns=lost, evidence=ctx.evidence(top, note=lambda r: f"median {fmt.ns(int(r['_med']))}"))
 
 
 @rule(id="fp32_gemm", severity="medium", title="GEMM/conv kernels run in FP32 on CUDA cores",

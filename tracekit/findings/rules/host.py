@@ -51,11 +51,12 @@ def host_bound_path(ctx: Context, p: Params) -> Hit | None:
     segs = cp.segments.filter(pl.col("cls").is_in(["python_overhead", "launch_overhead"]))
     top = (segs.group_by("context").agg(ns=pl.col("dur_ns").sum(), ts_ns=pl.col("start_ns").first(),
                                         lane=pl.col("lane").first())
+           .filter(pl.col("ns") > 0)  # (zero-length pieces of the path hold no host time)
            .sort(["ns", "context"], descending=[True, False]).with_columns(name=pl.col("context"), dur_ns=pl.col("ns")))
     return Hit(title=f"Critical path {fmt.pct(host, 0)} host overhead ({cp.sentence}); without launch overhead the "
                      f"window would be ~{fmt.ns(saved.estimate_ns)} instead of {fmt.ns(cp.window_ns)}",
                time_lost_ns=saved.saved_ns,
-               evidence=ctx.evidence(top, note=pl.format("{} ns of host time on the path", "ns")))
+               evidence=ctx.evidence(top, note=lambda r: f"{fmt.ns(r['ns'])} of host time on the path"))
 
 
 @rule(id="cold_first_step", severity="low", title="The first profiled step is much slower than the others",
