@@ -430,3 +430,27 @@ def test_property_order_notes_match_a_plain_walk_at_any_chunking(events, chunk_b
     notes = {r["code"]: (r["count"], r["first_eid"]) for r in trace.warnings.iter_rows(named=True)
              if r["code"] in ("out_of_order", "negative_ts")}
     assert notes == _order_reference(events)
+
+
+@pytest.mark.parametrize("lone", [1, 2])
+def test_warnings_read_in_the_number_of_their_count(lone):
+    """A count of one takes the singular: "1 'B' event (B/E) had ...", never "1 'B' events"."""
+    events = [{"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 10 * i} for i in range(lone)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 2, "ts": t, "dur": 1} for t in (5, 3, 1)]
+    trace = loads(json.dumps({"traceEvents": events}).encode())
+    notes = {r["code"]: r["message"] for r in trace.warnings.iter_rows(named=True)}
+    b = "1 'B' event (B/E) had" if lone == 1 else "2 'B' events (B/E) had"
+    assert notes["unmatched_B"] == f"{b} no matching end; dropped"
+    assert notes["out_of_order"] == ("2 events appear earlier in time than the event before them on their thread; "
+                                     "frames are sorted by time")  # ts 3 after 5, 1 after 3
+
+
+def test_recovery_message_in_the_number_of_its_counts():
+    text = json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1,
+                                        "dur": 1}]})
+    end = text.index("]")
+    cut = text[:end] + ","  # one complete event, then the comma before the next, and the file ends
+    trace = loads(cut.encode())
+    [message] = [r["message"] for r in trace.warnings.iter_rows(named=True) if r["code"] == "truncated"]
+    assert message == (f"the event array is truncated at byte {end + 1}: recovered 1 complete event (the first "
+                       f"{end} bytes); 1 byte after the last complete event was ignored")

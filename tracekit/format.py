@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def ns(value: int | float | None) -> str:
     """A duration in nanoseconds, in the unit that reads best: 812 ns, 3.41 µs, 12.8 ms, 1.52 s."""
@@ -65,6 +67,15 @@ def count(n: int | float | str | None) -> str:
 def counted(n: int, one: str, many: str | None = None) -> str:
     """`n` and the noun in the number it takes: `counted(1, "copy", "copies")` -> "1 copy"."""
     return f"{count(n)} {one if n == 1 else (many or one + 's')}"
+
+
+_FORMS = re.compile(r"\[([^\[\]|]*)\|([^\[\]|]*)\]")
+
+
+def agree(text: str, n: int) -> str:
+    """`text` with each `[many|one]` in the form the number `n` takes:
+    `agree("{n} [events were|event was] dropped", 1)` (formatted) -> "1 event was dropped"."""
+    return _FORMS.sub(lambda m: m.group(2) if n == 1 else m.group(1), text)
 
 
 _CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 127]}

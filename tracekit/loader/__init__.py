@@ -168,10 +168,10 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     args, first_args = frames.stat("bad_args_type")
     firsts = [f for f in (first, first_args) if f is not None]
     notes.add("bad_field_type", bad_types + wrong + args,
-              "{n:,} events had fields of the wrong type; the fields were coerced or ignored"
+              "{n:,} [events|event] had fields of the wrong type; the fields were coerced or ignored"
               + (" ('args' that is not an object is kept as text, its keys unread)" if args else ""),
               min(firsts, default=None))
-    notes.add("not_an_event", dropped, "{n:,} array items were not JSON objects and were dropped")
+    notes.add("not_an_event", dropped, "{n:,} array [items were not JSON objects and were|item was not a JSON object and was] dropped")
     frames.note_stat(notes, "invalid_utf8")
     frames.note_stat(notes, "deep_nesting", result.deep)
     frames.note_stat(notes, "arg_out_of_range")
@@ -180,7 +180,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
         notes.add("truncated_gzip", 1, TRUNCATED_GZIP)
     built = build_frames(frames, notes)
     processes, threads, conflicts = name_metadata(frames.take("meta").collect(engine=ENGINE))
-    notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata events repeat with a different value; the last one is used")
+    notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata [events repeat|event repeats] with a different value; the last one is used")
     skew_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit import format as fmt
 from tracekit.loader.chrome import pair_spans
 from tracekit.loader.columns import EMPTY_SCHEMAS, ENGINE, Parts, empty_part, slices_by_frame, thread_key
 from tracekit.loader.events import decode_any
@@ -28,19 +29,19 @@ PAIRINGS = (
     ("S", "F", ["pid", "cat", "_id", "name"], "async S/F"),
 )
 STAT_MESSAGES = {
-    "missing_ts": "{n:,} events had no usable 'ts' and were dropped",
-    "missing_duration": "{n:,} complete events had no usable 'dur'; treated as 0",
-    "negative_duration": "{n:,} complete events had a negative 'dur'; treated as 0",
-    "zero_duration": "{n:,} complete events have zero duration",
-    "bad_flow_id": "{n:,} flow events had no usable 'id'",
-    "unknown_phase": "{n:,} events had an unknown or missing 'ph'; ignored",
-    "ignored_phase": "{n:,} sample/object/context events (ph P, O, N, D, c, parentheses) are not analysed",
-    "time_overflow": "{n:,} complete events end past the largest time Int64 nanoseconds can hold; "
-                     "their duration was cut to end there",
-    "invalid_utf8": "{n:,} byte sequences were not valid UTF-8; replaced by U+FFFD",
-    "arg_out_of_range": "{n:,} events had args numbers too large for a 64-bit column (correlation, External id, "
+    "missing_ts": "{n:,} [events|event] had no usable 'ts' and [were|was] dropped",
+    "missing_duration": "{n:,} complete [events|event] had no usable 'dur'; treated as 0",
+    "negative_duration": "{n:,} complete [events|event] had a negative 'dur'; treated as 0",
+    "zero_duration": "{n:,} complete [events have|event has] zero duration",
+    "bad_flow_id": "{n:,} flow [events|event] had no usable 'id'",
+    "unknown_phase": "{n:,} [events|event] had an unknown or missing 'ph'; ignored",
+    "ignored_phase": "{n:,} sample/object/context [events|event] (ph P, O, N, D, c, parentheses) [are|is] not analysed",
+    "time_overflow": "{n:,} complete [events end|event ends] past the largest time Int64 nanoseconds can hold; "
+                     "[their duration was|its duration was] cut to end there",
+    "invalid_utf8": "{n:,} byte [sequences were|sequence was] not valid UTF-8; replaced by U+FFFD",
+    "arg_out_of_range": "{n:,} [events|event] had args numbers too large for a 64-bit column (correlation, External id, "
                         "grid...); read as null",
-    "deep_nesting": "{n:,} JSON values were nested more than 200 levels deep; their contents were dropped",
+    "deep_nesting": "{n:,} JSON [values were|value was] nested more than 200 levels deep; [their|its] contents were dropped",
 }
 
 
@@ -49,9 +50,10 @@ class Notes:
         self.rows: list[Note] = []
 
     def add(self, code: str, count: int, message: str, first: int | None = None) -> None:
+        """`message`: `{n:,}` for the count, `[many|one]` for words in its number (`fmt.agree`)."""
         if count:
             level = "info" if code in INFO_CODES else "warning"
-            self.rows.append((level, code, count, message.format(n=count), first))
+            self.rows.append((level, code, count, fmt.agree(message.format(n=count), count), first))
 
     def rows_of(self, code: str, rows: pl.DataFrame, message: str) -> None:
         if rows.height:
@@ -164,16 +166,16 @@ def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
         if not rows["ph"].is_in([begin, end]).any():
             continue
         pairs, lone_b, lone_e = pair_spans(rows, begin, end, keys)
-        notes.add(f"unmatched_{begin}", lone_b, f"{{n:,}} '{begin}' events ({label}) had no matching end; dropped")
-        notes.add(f"unmatched_{end}", lone_e, f"{{n:,}} '{end}' events ({label}) had no matching begin; dropped")
+        notes.add(f"unmatched_{begin}", lone_b, f"{{n:,}} '{begin}' [events|event] ({label}) had no matching end; dropped")
+        notes.add(f"unmatched_{end}", lone_e, f"{{n:,}} '{end}' [events|event] ({label}) had no matching begin; dropped")
         out.append(pairs.drop("_id"))
     return pl.concat(out, how="vertical_relaxed") if out else None
 
 
 def _order_notes(slices: pl.DataFrame, notes: Notes) -> None:
     back = slices.with_columns(_back=(pl.col("ts_ns").diff().over("thread") < 0)).filter(pl.col("_back"))
-    notes.rows_of("out_of_order", back, "{n:,} events appear earlier in time than the event before them on their thread; frames are sorted by time")
-    notes.rows_of("negative_ts", slices.filter(pl.col("ts_ns") < 0), "{n:,} events have a negative timestamp (kept as is)")
+    notes.rows_of("out_of_order", back, "{n:,} [events appear|event appears] earlier in time than the event before [them|it] on [their|its] thread; frames are sorted by time")
+    notes.rows_of("negative_ts", slices.filter(pl.col("ts_ns") < 0), "{n:,} [events have|event has] a negative timestamp (kept as is)")
 
 
 def counters_frame(rows: pl.DataFrame) -> pl.DataFrame:
@@ -206,7 +208,7 @@ def skew_note(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame) -> None:
         .filter(pl.col("ts_ns") < pl.col("launch_ts"))
         .collect(engine=ENGINE)
     )
-    notes.rows_of("gpu_before_launch", early, "{n:,} GPU activities start before the host call that launched them (clock skew between host and device)")
+    notes.rows_of("gpu_before_launch", early, "{n:,} GPU [activities start|activity starts] before the host call that launched [them|it] (clock skew between host and device)")
 
 
 def duplicate_notes(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame) -> None:
@@ -216,19 +218,19 @@ def duplicate_notes(notes: Notes, runtime: pl.DataFrame, gpu: pl.DataFrame, flow
     # only the columns the checks read are copied (whole frames would add their size to the load's peak)
     calls = runtime.select("eid", "pid", "correlation", "name").filter(pl.col("correlation").is_not_null())
     notes.rows_of("duplicate_correlation", calls.filter(pl.struct("pid", "correlation").is_duplicated()),
-                  "{n:,} runtime calls share their correlation id with another call; links to their GPU work "
-                  "are ambiguous")
+                  "{n:,} runtime [calls share their|call shares its] correlation id with another call; links to [their|its] GPU work "
+                  "[are|is] ambiguous")
     graphs = calls.filter(pl.col("name").str.contains("Graph"))["correlation"]
     kernels = gpu.select("eid", "cat", "device", "correlation").filter(
         (pl.col("cat") == "kernel") & pl.col("correlation").is_not_null()
         & ~pl.col("correlation").is_in(graphs.implode()))
     notes.rows_of("duplicate_correlation_gpu", kernels.filter(pl.struct("device", "correlation").is_duplicated()),
-                  "{n:,} kernels (not from a CUDA graph) share their correlation id with another kernel; "
-                  "links to their launches are ambiguous")
+                  "{n:,} [kernels|kernel] (not from a CUDA graph) [share their|shares its] correlation id with another kernel; "
+                  "links to [their launches are|its launch is] ambiguous")
     starts = flows.select("eid", "ph", "cat", "flow_id").filter((pl.col("ph") == "s") & pl.col("flow_id").is_not_null())
     notes.rows_of("duplicate_flow_id", starts.filter(pl.struct("cat", "flow_id").is_duplicated()),
-                  "{n:,} flow starts share their id with another flow start of the same category; "
-                  "their links are ambiguous")
+                  "{n:,} flow [starts share their|start shares its] id with another flow start of the same category; "
+                  "[their|its] links are ambiguous")
 
 
 def vendor(runtime: pl.DataFrame, gpu: pl.DataFrame) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from tracekit import format as fmt
 from tracekit.errors import TraceFormatError
 from tracekit.loader.events import PieceError, decode_any, decode_flat, error_offset, flatten_deep
 
@@ -338,10 +339,11 @@ class Recovery:
     def message(self, events: int) -> str:
         if self.kept_end is None:
             return "the event array is empty and unterminated"
+        rest = self.total - self.kept_end
         return (
             f"the event array is {self.kind} at byte {self.bad_at:,}: recovered "
-            f"{events:,} complete events (the first {self.kept_end:,} bytes); "
-            f"{self.total - self.kept_end:,} bytes after the last complete event were ignored"
+            f"{fmt.counted(events, 'complete event')} (the first {fmt.counted(self.kept_end, 'byte')}); "
+            + fmt.agree(f"{rest:,} [bytes|byte] after the last complete event [were|was] ignored", rest)
         )
 
 
