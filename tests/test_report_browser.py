@@ -26,6 +26,11 @@ def _check_page(path, shot: str):
         lanes = page.locator("svg.timeline g.lane")
         assert lanes.count() >= 2
         assert page.locator("svg.timeline rect").count() > 10
+        # figures ("92.3 µs") and short labels ("launch-bound (CPU late)") never break across lines
+        lines = page.locator("td.num, td.label").evaluate_all(
+            "cells => cells.map(c => { const r = document.createRange(); r.selectNodeContents(c);"
+            " return [c.textContent, new Set([...r.getClientRects()].map(b => Math.round(b.top))).size]; })")
+        assert lines and [text for text, n in lines if n > 1] == []
         # sorting: click the numeric "total" header of the kernels table twice -> ascending
         header = page.locator("#kernels thead th", has_text="total").first
         header.click()

@@ -76,7 +76,7 @@ def critical_path_section(a: Analysis) -> Section | None:
     # host time in no op, module or annotation (a trace without ProfilerStep ranges) has no context
     ctx = cp.by_context.sort("ns", descending=True).head(20).with_columns(pl.col("context").fill_null("(outside any op)"))
     table = frame_table("path-context", "Who the critical path belongs to", ctx, [
-        ("context", "op / kernel", "text"), ("cls", "class", "text"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
+        ("context", "op / kernel", "text"), ("cls", "class", "label"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]
     if cp.inferred_edges:
         edges = fmt.counted(cp.inferred_edges, "GPU→CPU sync edge")
@@ -140,7 +140,7 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
     ops = rf.ops.sort("lost_ns", descending=True, nulls_last=True) if "lost_ns" in rf.ops.columns else rf.ops
     cols = [c for c in [("name", "op", "text"), ("calls", "calls", "count"), ("gpu_ns", "GPU time", "ns"),
                         ("tflops", "achieved", "tflops"), ("gbps", "bandwidth", "gbps"), ("intensity", "FLOP/byte", "float1"),
-                        ("bound", "bound", "text"), ("efficiency", "of ceiling", "pct"), ("lost_ns", "time left", "ns")]
+                        ("bound", "bound", "label"), ("efficiency", "of ceiling", "pct"), ("lost_ns", "time left", "ns")]
             if c[0] in ops.columns]
     table = frame_table("roofline", "Ops against the device's ceilings", ops, cols, limit=top)
     paras = [f"Overall efficiency {fmt.pct(getattr(rf, 'efficiency', None))}; time left on the table "

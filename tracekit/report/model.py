@@ -26,6 +26,7 @@ class Column:
     label: str
     numeric: bool = False
     help: str | None = None
+    nowrap: bool = False  # a short label (a cause, a class) kept on one line
 
 
 @dataclass(frozen=True)

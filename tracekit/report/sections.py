@@ -52,7 +52,7 @@ def gpu_section(a: Analysis, *, top: int) -> Section | None:
             ("device", "device", "count"), ("stream", "stream", "count"), ("busy_ns", "busy", "ns"),
             ("idle_ns", "idle in device span", "ns"), ("utilisation", "utilisation", "pct"), ("activities", "activities", "count")]),
         frame_table("kernels", "Top kernels", a.kernels, [
-            ("name", "kernel", "text"), ("kernel_class", "class", "text"), ("precision", "precision", "text"),
+            ("name", "kernel", "text"), ("kernel_class", "class", "label"), ("precision", "precision", "label"),
             ("tensor_cores", "tensor cores", "bool"), ("count", "count", "count"), ("total_ns", "total", "ns"),
             ("mean_ns", "mean", "ns"), ("median_ns", "median", "ns"), ("max_ns", "max", "ns"), ("cv", "CV", "float"),
             ("share", "share of kernel time", "pct")], limit=top),
@@ -96,7 +96,7 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
     dev = dev.with_columns(cause_label=pl.col("cause").replace(CAUSE_LABELS),
                            at=pl.col("start_ns") - a.trace.start_ns)
     t = frame_table("gaps", "Longest idle gaps", dev, [
-        ("cause_label", "cause", "text"), ("gap_ns", "length", "ns"), ("at", "at (from trace start)", "ns"),
+        ("cause_label", "cause", "label"), ("gap_ns", "length", "ns"), ("at", "at (from trace start)", "ns"),
         ("device", "device", "count"), ("blame_op", "CPU op at the time", "text"), ("annotation", "annotation", "text"),
         ("module", "module", "text"), ("next_name", "next GPU activity", "text"), ("next_op", "launched by", "text")],
         limit=top)
@@ -158,7 +158,7 @@ def occupancy_section(a: Analysis, *, top: int) -> Section | None:
         return None
     t = frame_table("occupancy", "Occupancy of the heaviest kernels", occ, [
         ("name", "kernel", "text"), ("count", "count", "count"), ("total_ns", "total", "ns"),
-        ("theoretical_occupancy", "theoretical occupancy", "pct"), ("limiting_factor", "limited by", "text"),
+        ("theoretical_occupancy", "theoretical occupancy", "pct"), ("limiting_factor", "limited by", "label"),
         ("kineto_occupancy_pct", "Kineto's figure (%)", "float1"), ("sm_efficiency", "SM efficiency", "pct")], limit=top)
     return Section(id="occupancy", title="Occupancy", tables=[t],
                    intro="Recomputed from the device properties and each launch's registers, shared memory and block "

@@ -12,6 +12,7 @@ from tracekit.report.model import Cell, Column, Table
 
 FORMATS: dict[str, Callable[[Any], str]] = {
     "text": lambda v: "" if v is None else str(v),
+    "label": lambda v: "" if v is None else str(v),  # text kept on one line
     "ns": fmt.ns,
     "pct": fmt.pct,
     "count": fmt.count,
@@ -36,7 +37,8 @@ def frame_table(
     note: str | None = None,
 ) -> Table:
     """`columns`: (frame column, label, kind[, help]). Rows beyond `limit` are dropped."""
-    cols = [Column(key=c[0], label=c[1], numeric=c[2] in NUMERIC, help=c[3] if len(c) > 3 else None) for c in columns]
+    cols = [Column(key=c[0], label=c[1], numeric=c[2] in NUMERIC, help=c[3] if len(c) > 3 else None,
+                   nowrap=c[2] == "label") for c in columns]
     shown = frame if limit is None else frame.head(limit)
     present = [c[0] for c in columns if c[0] in shown.columns]
     rows = []
