@@ -54,3 +54,13 @@ def screenshot(page, name: str) -> Path:
     out = OUTPUT / name
     page.screenshot(path=str(out), full_page=True)
     return out
+
+
+def broken_cells(page, selector: str = "td.num, td.label") -> list[str]:
+    """The texts of the cells matching `selector` that the page lays out on more than one
+    line (figures and short labels must not break)."""
+    lines = page.locator(selector).evaluate_all(
+        "cells => cells.map(c => { const r = document.createRange(); r.selectNodeContents(c);"
+        " return [c.textContent, new Set([...r.getClientRects()].map(b => Math.round(b.top))).size]; })")
+    assert lines, f"no cells match {selector!r}"
+    return [text for text, n in lines if n > 1]

@@ -514,11 +514,12 @@ def test_index_page_in_chromium(archive):
         pytest.skip("install chromium (apt-get install chromium) and playwright")
     if not Path("/usr/bin/chromium").exists():
         pytest.skip("install chromium (apt-get install chromium) and playwright")
-    from browser import open_page
+    from browser import broken_cells, open_page
 
     with open_page(archive["out"] / "index.html") as (page, errors, requests):
         assert errors == [] and requests == []
         assert page.locator("#traces tbody tr").count() == 10
+        assert broken_cells(page) == []  # figures, dates, devices and causes on one line
         assert page.locator("svg.trend circle").count() >= 6
         header = page.locator("#traces thead th", has_text="GPU util.")
         column = [c[1] for c in SUMMARY_COLUMNS].index("GPU util.") + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from browser import open_page, require_browser, screenshot
+from browser import broken_cells, open_page, require_browser, screenshot
 from conftest import SHARED_TRACES
 from report_fixtures import decode_trace
 
@@ -26,11 +26,7 @@ def _check_page(path, shot: str):
         lanes = page.locator("svg.timeline g.lane")
         assert lanes.count() >= 2
         assert page.locator("svg.timeline rect").count() > 10
-        # figures ("92.3 µs") and short labels ("launch-bound (CPU late)") never break across lines
-        lines = page.locator("td.num, td.label").evaluate_all(
-            "cells => cells.map(c => { const r = document.createRange(); r.selectNodeContents(c);"
-            " return [c.textContent, new Set([...r.getClientRects()].map(b => Math.round(b.top))).size]; })")
-        assert lines and [text for text, n in lines if n > 1] == []
+        assert broken_cells(page) == []  # figures ("92.3 µs") and labels ("launch-bound (CPU late)") on one line
         # sorting: click the numeric "total" header of the kernels table twice -> ascending
         header = page.locator("#kernels thead th", has_text="total").first
         header.click()
