@@ -397,6 +397,10 @@ def test_titles_say_one_and_many_in_words(tmp_path):
     assert title(plain(durations(100_000, 90_000)), "kernel_outliers", "two") == \
         "2 kernel calls of 1 kernel run far over their median, 170 µs over in all"
     assert title(plain(gap(2_000_000)), "gpu_gaps", "gap").startswith("1 GPU gap of ")
+    # one `.item()` sync per step, 100 µs of GPU idle after each
+    assert title(wrap(sync_stalled, steps=3), "sync_in_loop", "sync") == (
+        "3 host-device syncs repeat in the loop (`aten::item > aten::_local_scalar_dense` x3 in 3 steps); "
+        "the GPU idles 300 µs around them")
 
 
 def test_evidence_notes_give_times_and_counts_in_words(tmp_path):

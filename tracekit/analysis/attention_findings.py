@@ -190,7 +190,7 @@ def _math(result: AttentionResult) -> dict[str, Any] | None:
             "torch.backends.cuda.enable_*_sdp flags and the GPU's capability"
         )
     )
-    kernel_text = f", {kernels:.0f} kernels per call" if result.has_gpu and kernels else ""
+    kernel_text = f", {kernels:.0f} kernel{'' if round(kernels) == 1 else 's'} per call" if result.has_gpu and kernels else ""
     return _finding(
         result,
         calls,

@@ -360,7 +360,7 @@ def _chain_finding(result: RooflineResult, min_ops: int, floor_ns: float, n: int
     if by_sig.is_empty():
         return None
     return _finding(result, "roofline.fusible_chain",
-                    f"{int(by_sig['occurrences'].sum())} chains of memory-bound ops could be fused",
+                    f"{fmt.counted(int(by_sig['occurrences'].sum()), 'chain')} of memory-bound ops could be fused",
                     float(by_sig["saving_ns"].sum()), by_sig.head(n).to_dicts(),
                     "each op of a chain reads and writes the full tensor from HBM; one fused kernel "
                     "(torch.compile, a fused RMSNorm/rotary/SwiGLU kernel) moves the data once")

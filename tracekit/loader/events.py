@@ -47,8 +47,6 @@ _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _ANY_EXACT = msgspec.json.Decoder(float_hook=str)
 
-Note = tuple[str, int, str]  # (code, count, message)
-
 
 @contextmanager
 def gc_paused():
@@ -226,13 +224,6 @@ def decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], int, int]:
     return events, bad_types, dropped
 
 
-def lenient_notes(bad_types: int, dropped: int) -> list[Note]:
-    notes: list[Note] = []
-    if bad_types:
-        notes.append(("bad_field_type", bad_types, f"{bad_types:,} events had fields of the wrong type; the fields were coerced or ignored"))
-    if dropped:
-        notes.append(("not_an_event", dropped, f"{dropped:,} array items were not JSON objects and were dropped"))
-    return notes
 
 
 def _coerce_event(obj: dict[str, Any]) -> Event:

@@ -132,7 +132,7 @@ def _ceilings(axes: _Axes, gbps: float, peaks: list[tuple[str, float]]) -> list[
 def _point(axes: _Axes, p: dict, max_ns: int) -> str:
     r = 3 + 17 * math.sqrt(p["gpu_ns"] / max_ns) if max_ns else 3
     colour = COLOURS.get(p["work_class"], "#555")
-    tip = (f"{p['name']} {p['input_dims'] or ''} [{p['compute_dtype'] or '?'}]: {p['calls']} calls, "
+    tip = (f"{p['name']} {p['input_dims'] or ''} [{p['compute_dtype'] or '?'}]: {fmt.counted(p['calls'], 'call')}, "
            f"{fmt.ns(p['gpu_ns'])}, {p['achieved_tflops']:.3g} TFLOP/s, {p['intensity']:.3g} FLOP/B, "
            f"{fmt.pct(p['efficiency'])} of ceiling")
     return (f'<circle cx="{_num(axes.x(p["intensity"]))}" cy="{_num(axes.y(p["achieved_tflops"]))}" '

@@ -42,10 +42,11 @@ def sync_in_loop(ctx: Context, p: Params) -> Hit | None:
     lost = max(int(stall), int(chosen["tail_ns"].sum() or 0))
     per = per.sort("ns", descending=True)
     top = per.row(0, named=True)
-    where = f"in {top['steps']} steps" if top["steps"] else "calls"
+    where = f"in {fmt.counted(top['steps'], 'step')}" if top["steps"] else "calls"
     first = chosen.sort("ts_ns").unique("key", keep="first").join(per.select("key", "ns"), on="key").sort(
         "ns", descending=True)
-    return Hit(title=f"{chosen.height} host-device syncs repeat in the loop (`{top['key']}` x{top['calls']} {where}); "
+    return Hit(title=f"{fmt.counted(chosen.height, 'host-device sync')} {'repeats' if chosen.height == 1 else 'repeat'} "
+                     f"in the loop (`{top['key']}` x{top['calls']} {where}); "
                      f"the GPU idles {fmt.ns(lost)} around them",
                time_lost_ns=lost, evidence=ctx.evidence(first, note=pl.format("{} blocked", "kind")))
 
