@@ -396,7 +396,19 @@ def test_titles_say_one_and_many_in_words(tmp_path):
         "1 kernel call of 1 kernel runs far over its median, 90 µs over"
     assert title(plain(durations(100_000, 90_000)), "kernel_outliers", "two") == \
         "2 kernel calls of 1 kernel run far over their median, 170 µs over in all"
-    assert title(plain(gap(2_000_000)), "gpu_gaps", "gap").startswith("1 GPU gap of ")
+    # the second kernel was queued (launched at 5 µs) long before its stream went idle: nothing explains the gap
+    assert title(plain(gap(2_000_000)), "gpu_gaps", "gap") == "1 GPU gap of 1 ms or more: 2 ms, other"
+
+    def three_gaps(b: TraceBuilder) -> None:
+        """Gaps of 1.5 ms (queued work), 2 ms (the launch came late: CPU work) and 1.5 ms (queued)."""
+        b.launch_kernel(GEMM, launch_ns=0, launch_dur_ns=2_000, start_ns=10_000, dur_ns=100_000)
+        b.launch_kernel(GEMM, launch_ns=3_000, launch_dur_ns=2_000, start_ns=1_610_000, dur_ns=100_000)
+        b.launch_kernel(GEMM, launch_ns=3_707_000, launch_dur_ns=2_000, start_ns=3_710_000, dur_ns=100_000)
+        b.launch_kernel(GEMM, launch_ns=6_000, launch_dur_ns=2_000, start_ns=5_310_000, dur_ns=100_000)
+
+    # "mostly": the cause with the most gap time (3 ms queued), not the longest gap's (2 ms of CPU work)
+    assert title(plain(three_gaps), "gpu_gaps", "three") == \
+        "3 GPU gaps of 1 ms or more, 5 ms in all (longest 2 ms, mostly other)"
     # one `.item()` sync per step, 100 µs of GPU idle after each
     assert title(wrap(sync_stalled, steps=3), "sync_in_loop", "sync") == (
         "3 host-device syncs repeat in the loop (`aten::item > aten::_local_scalar_dense` x3 in 3 steps); "

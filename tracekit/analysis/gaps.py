@@ -64,6 +64,11 @@ I64, F64, STR = pl.Int64, pl.Float64, pl.String
 DEFAULT_MIN_GAP_NS = 1_000
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
           "before_first", "after_last", "other", "short")
+CAUSE_LABELS = {  # the causes in words, for titles, tables and charts
+    "launch_bound": "launch-bound (CPU late)", "sync_stall": "sync stall", "cpu_work": "CPU work",
+    "cross_stream_wait": "cross-stream wait", "profiler_overhead": "profiler overhead",
+    "before_first": "before first", "after_last": "after last", "other": "other", "short": "short gaps",
+}
 # host calls that block until GPU work is done (the sync families of `syncs`, and `Memcpy`
 # calls unless named `…Async…`)
 BLOCKING_CALL = "|".join(pattern for _, pattern in SYNC_RULES) + "|" + MEMCPY_CALL

@@ -17,6 +17,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit import format as fmt
+from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.batch.schema import IDLE_CAUSES
 from tracekit.render.html import render_page
 from tracekit.report.tables import frame_table
@@ -87,7 +88,7 @@ def index_context(result: Any) -> dict[str, Any]:
     s = result.summary
     shown = s.with_columns(
         captured=pl.col("captured_at").dt.strftime("%Y-%m-%d %H:%M"),
-        top_idle_cause=top_idle_cause(s),
+        top_idle_cause=top_idle_cause(s).replace(CAUSE_LABELS),
         top_kernel=clip(pl.col("top_kernel"), CLIP),
         error=clip(pl.col("error"), CLIP),
     ).sort(pl.col("error").is_not_null(), "source")

@@ -10,6 +10,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit import format as fmt
+from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.diff import stats
 from tracekit.diff.cells import SUMMARY_COLUMNS, delta_table, sig_text, summary_rows, value
 from tracekit.diff.core import TraceDiff
@@ -19,7 +20,6 @@ from tracekit.render.json import render_json
 from tracekit.render.markdown import render_markdown
 from tracekit.report.model import Bar, BarChart, Card, Finding, Report, Section, Table
 from tracekit.report.redact import flatten, redact
-from tracekit.report.sections import CAUSE_LABELS
 
 MD_TABLES = ("diff-summary", "kernel-deltas", "kernels-appeared", "kernels-disappeared", "idle-causes", "op-deltas",
              "findings-diff")

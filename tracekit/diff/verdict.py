@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.report.sections import CAUSE_LABELS
+from tracekit.analysis.gaps import CAUSE_LABELS
 
 NAME_WIDTH = 70
 

@@ -11,6 +11,7 @@ import polars as pl
 from tracekit import __version__
 from tracekit import format as fmt
 from tracekit.analyse import Analysis, AnalysisOptions, analyse
+from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.model import Trace
 from tracekit.report import extras, sections
 from tracekit.report.lanes import cpu_lanes, gpu_lanes
@@ -88,7 +89,7 @@ def _verdict(a: Analysis) -> str:
     if tl.utilisation is None:
         return "No GPU activity in this trace: only CPU-side figures are available."
     cause, ns = max(a.gaps.by_cause.items(), key=lambda kv: kv[1], default=("", 0))
-    label = sections.CAUSE_LABELS.get(cause, cause)
+    label = CAUSE_LABELS.get(cause, cause)
     return (f"The GPU was busy {fmt.pct(tl.utilisation)} of its span; the largest share of idle time "
             f"({fmt.ns(ns)}) is {label}.")
 
@@ -126,7 +127,7 @@ def _cards(a: Analysis) -> list[Card]:
 
 def _top_cause(by_cause: dict[str, int]) -> str:
     cause, ns = max(by_cause.items(), key=lambda kv: kv[1], default=("", 0))
-    return f"mostly {sections.CAUSE_LABELS.get(cause, cause)} ({fmt.ns(ns)})" if ns else "none"
+    return f"mostly {CAUSE_LABELS.get(cause, cause)} ({fmt.ns(ns)})" if ns else "none"
 
 
 def _findings(a: Analysis) -> list[Finding]:
@@ -186,7 +187,7 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
     steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
     bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first").sort("start_ns")
     legend = [(f"c-{k}", v) for k, v in GPU_CLASSES.items()] + [(f"c-{k}", v) for k, v in CPU_CLASSES.items()] \
-        + [(f"c-gap-{k}", f"idle: {v}") for k, v in sections.CAUSE_LABELS.items()] \
+        + [(f"c-gap-{k}", f"idle: {v}") for k, v in CAUSE_LABELS.items()] \
         + [("c-cp-gpu", "path: GPU work"), ("c-cp-cpu", "path: CPU work"), ("c-cp-launch", "path: launch overhead"),
            ("c-cp-sync", "path: sync wait"), ("c-cp-idle", "path: idle")]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,

@@ -6,14 +6,9 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
+from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.report.model import Bar, BarChart, Section
 from tracekit.report.tables import frame_table
-
-CAUSE_LABELS = {
-    "launch_bound": "launch-bound (CPU late)", "sync_stall": "sync stall", "cpu_work": "CPU work",
-    "cross_stream_wait": "cross-stream wait", "profiler_overhead": "profiler overhead",
-    "before_first": "before first", "after_last": "after last", "other": "other", "short": "short gaps",
-}
 
 
 def _bars(id: str, title: str, items: list[tuple[str, int, str]], *, total: int, stacked: bool = False,

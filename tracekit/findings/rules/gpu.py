@@ -6,6 +6,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis.breakdown import COMMUNICATION
+from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES
 from tracekit.analysis.intervals import union_ns
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import Context
@@ -51,9 +52,16 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
     top = gaps.sort("gap_ns", descending=True).with_columns(
         name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
     lost = int(gaps["gap_ns"].sum())
-    return Hit(title=f"{fmt.counted(gaps.height, 'GPU gap')} of {fmt.ns(p.min_gap_ns)} or more, {fmt.ns(lost)} in all "
-                     f"(longest {fmt.ns(int(gaps['gap_ns'].max()))}, mostly {top['cause'][0]})",
-               time_lost_ns=lost, evidence=ctx.evidence(top))
+    # the cause with the most of the gaps' time (ties: the first in the order of CAUSES)
+    by_cause = dict(gaps.group_by("cause").agg(pl.col("gap_ns").sum()).iter_rows())
+    main = max(CAUSES, key=lambda c: (by_cause.get(c, 0), -CAUSES.index(c)))
+    head = f"{fmt.counted(gaps.height, 'GPU gap')} of {fmt.ns(p.min_gap_ns)} or more"
+    if gaps.height == 1:
+        title = f"{head}: {fmt.ns(lost)}, {CAUSE_LABELS[main]}"
+    else:
+        title = (f"{head}, {fmt.ns(lost)} in all (longest {fmt.ns(int(gaps['gap_ns'].max()))}, "
+                 f"mostly {CAUSE_LABELS[main]})")
+    return Hit(title=title, time_lost_ns=lost, evidence=ctx.evidence(top))
 
 
 @rule(id="stream_serialisation", severity="low", title="Work on several streams of a device never overlaps",
