@@ -284,6 +284,14 @@ def test_ranking_and_result_lists(tmp_path):
     assert result.at_least("high") and result.worst() == "high"
 
 
+def test_clean_texts_give_time_thresholds_in_words(tmp_path):
+    result = _run(plain(gap(500_000)), tmp_path, "gpu_gaps", "clean")
+    assert result.clean[0].text == "No GPU gap of 1 ms or more (profiler overhead and the first/last gaps excluded)."
+    moved = run_findings(plain(gap(500_000))().load(tmp_path, "moved.json.gz"), rules=["gpu_gaps"],
+                         config={"gpu_gaps.min_gap_ns": 2_500_000})
+    assert moved.clean[0].text.startswith("No GPU gap of 2.5 ms or more")
+
+
 def test_config_overrides(tmp_path):
     trace = plain(gap(2_000_000))().load(tmp_path)
     assert run_findings(trace, rules=["gpu_gaps"]).findings

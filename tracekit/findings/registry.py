@@ -2,12 +2,13 @@
 
 A rule is a function `(ctx: Context, p: Params) -> Hit | list[Hit] | None` registered with
 
-    @rule(id="gpu_gaps", severity="medium", nothing_found="No GPU gap over {min_gap_ns} ns.",
+    @rule(id="gpu_gaps", severity="medium", nothing_found="No GPU gap over {min_gap}.",
           advice="...", min_gap_ns=1_000_000)
     def gpu_gaps(ctx, p): ...
 
 Keyword arguments beyond the fixed ones are the rule's thresholds and their defaults
-(units in the names). Every rule also has `enabled` (default True). A `Config` overrides
+(units in the names). `nothing_found` may name each threshold (`{min_gap_ns}`: 1000000),
+and a nanosecond threshold also without its `_ns`, as a time in words (`{min_gap}`: 1 ms). Every rule also has `enabled` (default True). A `Config` overrides
 thresholds from a Python dict (`{"gpu_gaps.min_gap_ns": 5e6}` or
 `{"gpu_gaps": {"min_gap_ns": 5e6}}`) or from `rule.param=value` strings (the CLI's
 `--set`); values are converted to the default's type; unknown rules or thresholds are an
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracekit import format as fmt
 from tracekit.errors import UsageError
 from tracekit.findings.model import SEVERITIES, Evidence
 
@@ -56,14 +58,16 @@ class RuleSpec:
     severity: str
     title: str  # what the rule detects, one line (docs, CLI listing)
     advice: str
-    nothing_found: str  # may use {threshold} placeholders
+    nothing_found: str  # may use {threshold} placeholders; `{x}` for a threshold `x_ns` reads as a time
     defaults: dict[str, Any]
     func: Callable[..., Any] = field(repr=False, compare=False)
     superseded_by: str | None = None  # skipped when this rule runs in the same pass
 
     def clean_text(self, params: Mapping[str, Any]) -> str:
+        times = {k.removesuffix("_ns"): fmt.ns(v) for k, v in params.items()
+                 if k.endswith("_ns") and isinstance(v, (int, float)) and not isinstance(v, bool)}
         try:
-            return self.nothing_found.format(**params)
+            return self.nothing_found.format(**times, **params)
         except (KeyError, IndexError, ValueError):
             return self.nothing_found
 

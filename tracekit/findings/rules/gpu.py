@@ -42,7 +42,7 @@ def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
 @rule(id="gpu_gaps", severity="medium", title="Long stretches with the GPU idle (nsys `gpu_gaps`)",
       advice="Each gap names its cause and the op on the CPU when it opened: remove the sync, move CPU work "
              "(data preparation, logging, checkpointing) off the critical loop, or overlap it with GPU work.",
-      nothing_found="No GPU gap of {min_gap_ns} ns or more (profiler overhead and the first/last gaps excluded).",
+      nothing_found="No GPU gap of {min_gap} or more (profiler overhead and the first/last gaps excluded).",
       min_gap_ns=1_000_000)
 def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
     gaps = _device_gaps(ctx).filter((pl.col("position") == "between") & (pl.col("cause") != "profiler_overhead")
