@@ -423,6 +423,31 @@ def test_titles_say_one_and_many_in_words(tmp_path):
         "the GPU idles 300 µs around them")
 
 
+def shapes(slow_ns: int | None = None) -> Build:
+    """One GEMM kernel name for two shapes of aten::mm: 18 calls of 20 µs (K=1024) and 6 of
+    50 µs (K=2816), each launched inside its op; `slow_ns`: the last K=1024 call takes that long."""
+    def build(b: TraceBuilder) -> None:
+        t = 10_000
+        for i in range(24):
+            k = 2816 if i % 4 == 0 else 1024
+            dur = 20_000 if k == 1024 else 50_000
+            if slow_ns is not None and i == 23:
+                dur = slow_ns
+            ext = b.op("aten::mm", t - 5_000, 4_000, args={"Input Dims": [[64, k], [k, 1024]]})
+            b.launch_kernel(GEMM, launch_ns=t - 4_000, launch_dur_ns=2_000, start_ns=t, dur_ns=dur, ext=ext)
+            t += dur + 10_000
+    return build
+
+
+def test_outliers_compare_calls_of_the_same_shape(tmp_path):
+    """A quarter of the calls take 2.5x the others because they do 2.75x the work: no outlier
+    (by the kernel's name alone, median 20 µs and MAD 0, all six would be 30 µs over). A call
+    of 60 µs among the 20 µs ones of its shape is one, 40 µs over."""
+    assert not _run(plain(shapes()), tmp_path, "kernel_outliers", "even").findings
+    [found] = _run(plain(shapes(60_000)), tmp_path, "kernel_outliers", "slow").findings
+    assert found.time_lost_ns == 40_000 and found.title.startswith("1 kernel call of 1 kernel runs far over its median")
+
+
 def test_evidence_notes_give_times_and_counts_in_words(tmp_path):
     outliers = _run(plain(durations(100_000)), tmp_path, "kernel_outliers", "o").findings[0]
     assert [e.note for e in outliers.evidence] == ["median 10 µs"]  # 20 calls of 10 µs, and the outlier

@@ -112,16 +112,25 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
                time_lost_ns=lost, evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
 
 
-@rule(id="kernel_outliers", severity="low", title="Calls of the same kernel much slower than its median",
-      advice="Same kernel, same work, different time: look at what ran beside the slow calls (other streams, "
-             "communication, clock throttling, the profiler) or at changing input shapes.",
-      nothing_found="No kernel with calls over median + {mad_k} x MAD (at least {min_calls} calls).",
+@rule(id="kernel_outliers", severity="low", title="Calls of the same kernel, grid and shapes much slower than their median",
+      advice="Same kernel, same launch grid and input shapes, different time: look at what ran beside the slow "
+             "calls (other streams, communication, clock throttling, the profiler), or at shapes the trace does not "
+             "record (capture with record_shapes=True).",
+      nothing_found="No kernel with calls over median + {mad_k} x MAD among the calls with its grid and shapes (at "
+                    "least {min_calls} calls).",
       min_calls=10, mad_k=5.0, min_excess_ratio=0.5, min_share=0.001)
 def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
-    k = ctx.trace.kernels.select("eid", "name", "device", "stream", "ts_ns", "dur_ns")
-    med = pl.col("dur_ns").median().over("name")
-    k = k.with_columns(_n=pl.len().over("name"), _med=med).with_columns(
-        _mad=(pl.col("dur_ns") - pl.col("_med")).abs().median().over("name"))
+    # calls are compared with those of the same kernel, launch grid and (when the trace has
+    # them) input shapes of the op that launched it: one kernel name serves several shapes (a
+    # GEMM in every Linear, prefill and decode), each with its own time
+    shapes = ctx.trace.ops.select(op_eid="eid", _shape="input_dims")
+    k = ctx.links.filter(pl.col("cat") == "kernel").select(
+        "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid").join(
+        shapes, on="op_eid", how="left", maintain_order="left")
+    same = ["name", "grid_x", "grid_y", "grid_z", "_shape"]
+    med = pl.col("dur_ns").median().over(same)
+    k = k.with_columns(_n=pl.len().over(same), _med=med).with_columns(
+        _mad=(pl.col("dur_ns") - pl.col("_med")).abs().median().over(same))
     limit = pl.col("_med") + pl.max_horizontal(p.mad_k * pl.col("_mad"), p.min_excess_ratio * pl.col("_med"))
     out = k.filter((pl.col("_n") >= p.min_calls) & (pl.col("dur_ns") > limit)).with_columns(
         excess=(pl.col("dur_ns") - pl.col("_med")).cast(I64))
