@@ -414,6 +414,8 @@ def test_titles_say_one_and_many_in_words(tmp_path):
         b.launch_kernel(GEMM, launch_ns=3_707_000, launch_dur_ns=2_000, start_ns=3_710_000, dur_ns=100_000)
         b.launch_kernel(GEMM, launch_ns=6_000, launch_dur_ns=2_000, start_ns=5_310_000, dur_ns=100_000)
 
+    # every kernel but the first waits on its launch (test_exact_time_lost)
+    assert title(wrap(launch_bound, n=1_201), "launch_bound", "many").startswith("Launch-bound: 1,200 short kernels ")
     # "mostly": the cause with the most gap time (3 ms queued), not the longest gap's (2 ms of CPU work)
     assert title(plain(three_gaps), "gpu_gaps", "three") == \
         "3 GPU gaps of 1 ms or more, 5 ms in all (longest 2 ms, mostly other)"

@@ -29,8 +29,11 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
     top = short.sort("gap_ns", descending=True).with_columns(
         name=pl.format("GPU waits for the launch of {}", pl.col("next_name")), ts_ns=pl.col("start_ns"),
         dur_ns=pl.col("gap_ns"), lane=pl.format("device {}", "device"), eid=pl.col("next_eid"))
-    return Hit(title=f"Launch-bound: {short.height} short kernels (median {fmt.ns(short['_dur'].median())}) "
-                     f"wait on the CPU; the GPU idles {fmt.ns(lost)} between them, most in `{where['_w'][0]}`",
+    one = short.height == 1
+    return Hit(title=f"Launch-bound: {fmt.counted(short.height, 'short kernel')} "
+                     f"({'' if one else 'median '}{fmt.ns(short['_dur'].median())}) {'waits' if one else 'wait'} on the "
+                     f"CPU; the GPU idles {fmt.ns(lost)} {'before it' if one else 'between them, most'} in "
+                     f"`{where['_w'][0]}`",
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("launched by {}", "next_op")))
 
 

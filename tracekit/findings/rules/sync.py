@@ -103,6 +103,6 @@ def hidden_copy(ctx: Context, p: Params) -> Hit | None:
     per = (rows.with_columns(_op=pl.col("op_path").str.extract(r"(aten::(?:masked_fill|clone|contiguous|to|_to_copy))( >|$)"))
            .group_by("_op").agg(n=pl.len()).sort("n", descending=True))
     top = rows.sort("dur_ns", descending=True)
-    return Hit(title=f"{rows.height} device copies made by out-of-place ops (mostly `{per['_op'][0]}`), "
-                     f"{fmt.ns(lost)} of GPU time",
+    return Hit(title=f"{fmt.counted(rows.height, 'device copy', 'device copies')} made by out-of-place ops "
+                     f"({'' if rows.height == 1 else 'mostly '}`{per['_op'][0]}`), {fmt.ns(lost)} of GPU time",
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.col("op_path")))
