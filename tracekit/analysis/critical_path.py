@@ -105,13 +105,13 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
         raise UsageError(f"no annotation matches window {window!r}")
     if index is not None:
         if not -bounds.height <= index < bounds.height:
-            raise UsageError(f"window {window!r} has {bounds.height} instance(s); index {index} is out of range")
+            raise UsageError(f"window {window!r} has {fmt.counted(bounds.height, 'instance')}; index {index} is out of range")
         row = bounds.row(index, named=True)
         return row["window_name"], row["window_start_ns"], row["window_end_ns"]
     if bounds.height == 1:
         row = bounds.row(0, named=True)
         return row["window_name"], row["window_start_ns"], row["window_end_ns"]
-    label = f"{window} ({bounds.height} instances)"
+    label = f"{window} ({fmt.count(bounds.height)} instances)"
     return label, int(bounds["window_start_ns"].min()), int(bounds["window_end_ns"].max())  # type: ignore[arg-type]
 
 

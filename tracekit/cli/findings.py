@@ -101,7 +101,7 @@ def render_critical_path(cp: CriticalPath, scenarios: list[WhatIf]) -> str:
 
 def render_findings(result: FindingsResult) -> str:
     head = (f"{fmt.counted(len(result.findings), 'finding')} in a window of {fmt.ns(result.window_ns)}; "
-            f"{len(result.ran)} rules ran, {len(result.clean)} found nothing")
+            f"{fmt.counted(len(result.ran), 'rule')} ran, {len(result.clean)} found nothing")
     lines = [head, ""]
     for f in result.findings:
         lines.append(f"[{f.severity}] {f.rule}: {f.title}")
