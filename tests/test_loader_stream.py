@@ -235,7 +235,7 @@ def test_cache_invalidated_by_a_new_loader_version(tmp_path, monkeypatch):
     assert tkcache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES) != key
 
 
-@pytest.mark.parametrize("name", ["_scan.c", "columns.py", "model.py"])
+@pytest.mark.parametrize("name", ["_scan.c", "columns.py", "model.py", "format.py"])
 def test_loader_version_covers_its_sources(monkeypatch, name):
     """A change to any source the loader's output depends on (the scanner's C included)
     changes the version in every cache key."""

@@ -2,8 +2,8 @@
 
 An entry's name is a hash of what identifies the load: the file's absolute path, size,
 modification time and its first and last 64 KB; the size limit; and the loader's
-version (`LOADER_VERSION` plus a hash of the loader's and the model's source, so any
-change to them invalidates every entry). An entry is written into a temporary folder and
+version (`LOADER_VERSION` plus a hash of the loader's, the model's and `format`'s source,
+so any change to them invalidates every entry). An entry is written into a temporary folder and
 renamed into place, so a reader never sees half of one. An entry that cannot be read
 back, or does not match the model's schemas, is ignored (and replaced by the next write).
 
@@ -59,10 +59,12 @@ def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """LOADER_VERSION plus a hash of the loader package's and the model's source (the
-    native scanner's C source too, where it is shipped)."""
+    """LOADER_VERSION plus a hash of the loader package's, the model's and the number
+    formatting's source (the warnings' wording; the native scanner's C source too, where it
+    is shipped)."""
     here = Path(__file__).resolve().parent
-    files = [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py"]
+    files = [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py",
+             here.parent / "format.py"]
     return files_digest(LOADER_VERSION, files, here.parent)
 
 
