@@ -3,6 +3,7 @@ must not; the registry and configuration; the CLI; every shared trace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 
@@ -290,6 +291,8 @@ def test_clean_texts_give_time_thresholds_in_words(tmp_path):
     moved = run_findings(plain(gap(500_000))().load(tmp_path, "moved.json.gz"), rules=["gpu_gaps"],
                          config={"gpu_gaps.min_gap_ns": 2_500_000})
     assert moved.clean[0].text.startswith("No GPU gap of 2.5 ms or more")
+    clash = dataclasses.replace(RULES["gpu_gaps"], nothing_found="{min_gap}")
+    assert clash.clean_text({"min_gap_ns": 2_000, "min_gap": 7}) == "7"  # a threshold's own name wins
 
 
 def test_config_overrides(tmp_path):

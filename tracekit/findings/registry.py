@@ -67,7 +67,7 @@ class RuleSpec:
         times = {k.removesuffix("_ns"): fmt.ns(v) for k, v in params.items()
                  if k.endswith("_ns") and isinstance(v, (int, float)) and not isinstance(v, bool)}
         try:
-            return self.nothing_found.format(**times, **params)
+            return self.nothing_found.format(**{**times, **params})  # (a threshold's own name wins)
         except (KeyError, IndexError, ValueError):
             return self.nothing_found
 
