@@ -48,8 +48,13 @@ JOB = r'''
 import json, resource, sys, time
 job, path = sys.argv[1], sys.argv[2]
 import tracekit.allocator as allocator
-# the command's settings for this trace (older trees: one setting for every size)
-allocator.configure(*([allocator.trace_bytes([path])] if hasattr(allocator, "trace_bytes") else []))
+# the command's settings for this trace and job (older trees: one setting for every size,
+# or for every job)
+size = [allocator.trace_bytes([path])] if hasattr(allocator, "trace_bytes") else []
+if hasattr(allocator, "analyses"):
+    allocator.configure(*size, analyses=job != "load")
+else:
+    allocator.configure(*size)
 import tracekit
 import tracekit.loader
 import polars  # (the loader imports it only when it reads: not part of the timed call)

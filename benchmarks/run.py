@@ -60,7 +60,7 @@ def cpu():
 t_import = time.perf_counter()
 if way == "tracekit-cli":  # the allocator settings the command line uses for this trace (tracekit.allocator)
     import tracekit.allocator
-    tracekit.allocator.configure(tracekit.allocator.trace_bytes([path]))
+    tracekit.allocator.configure(tracekit.allocator.trace_bytes([path]), analyses=False)  # a load only
 if way == "tracekit-python":
     import os
     os.environ["TRACEKIT_NATIVE"] = "0"

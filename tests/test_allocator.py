@@ -24,7 +24,8 @@ def probe(imports: str, *args: str, **env: str) -> str:
 
 
 def test_cli_import_sets_jemalloc_decay_before_polars():
-    assert probe("import tracekit.cli.main") == "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0"
+    assert probe("import tracekit.cli.main") == "False narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
+    assert probe("import tracekit.cli.main", "info") == "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0"
 
 
 SMALL = f"narenas:1,dirty_decay_ms:{allocator.SMALL_DECAY_MS},muzzy_decay_ms:0"
@@ -38,9 +39,11 @@ def test_cli_decay_follows_the_size_of_the_traces_it_is_given(tmp_path):
         fh.truncate(allocator.SMALL_TRACE_BYTES)
     cli = "import tracekit.cli.main"
     assert probe(cli, "report", str(small), "-o", str(tmp_path / "r.html")) == f"False {SMALL}"
-    assert probe(cli, "report", str(big)) == f"False {allocator.JEMALLOC}"
+    assert probe(cli, "report", str(big)) == f"False {allocator.ANALYSIS_JEMALLOC}"
+    assert probe(cli, "info", str(big)) == f"False {allocator.JEMALLOC}"  # only loads: the short decay
+    assert probe(cli, "info", str(small)) == f"False {SMALL}"
     assert probe(cli, "diff", str(small), str(small)) == f"False {SMALL}"
-    assert probe(cli, "batch", str(tmp_path)) == f"False {allocator.JEMALLOC}"  # a folder: not looked into
+    assert probe(cli, "batch", str(tmp_path)) == f"False {allocator.ANALYSIS_JEMALLOC}"  # a folder: not looked into
     assert probe(cli, "info", str(tmp_path / "missing.json")) == f"False {allocator.JEMALLOC}"  # no file at all
 
 
@@ -56,9 +59,17 @@ def test_trace_bytes_reads_the_gzip_trailer(tmp_path):
     lying.write_bytes(b"\x1f\x8b" + b"\0" * 100 + (10).to_bytes(4, "little"))
     assert allocator.trace_bytes([str(lying)]) is None
     assert allocator.trace_bytes(["--help"]) is None
-    assert allocator.jemalloc_settings(None) == allocator.JEMALLOC
+    assert allocator.jemalloc_settings(None) == allocator.ANALYSIS_JEMALLOC
+    assert allocator.jemalloc_settings(None, analyses=False) == allocator.JEMALLOC
     assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES - 1) == SMALL
-    assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES) == allocator.JEMALLOC
+    assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES) == allocator.ANALYSIS_JEMALLOC
+    assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES, analyses=False) == allocator.JEMALLOC
+
+
+def test_the_command_decides_whether_traces_are_analysed():
+    assert not allocator.analyses(["info", "t.json", "--json"])
+    assert allocator.analyses(["report", "t.json", "-o", "info"])  # the first word is the command
+    assert allocator.analyses(["--help"]) and allocator.analyses([])
 
 
 def test_a_users_setting_wins():
@@ -76,8 +87,7 @@ def test_polars_defaults_inherited_from_a_parent_are_not_a_users_setting(inherit
     import polars  # noqa: F401  (the value Polars writes is the one this test expects)
 
     assert os.environ["_RJEM_MALLOC_CONF"].startswith(allocator.POLARS_DEFAULT)
-    assert probe("import tracekit.cli.main", _RJEM_MALLOC_CONF=inherited) == (
-        "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0")
+    assert probe("import tracekit.cli.main", _RJEM_MALLOC_CONF=inherited) == f"False {allocator.ANALYSIS_JEMALLOC}"
 
 
 def test_library_import_changes_nothing():

@@ -3,7 +3,7 @@
 A load frees large buffers at a high rate: decompressed text, each chunk's columns,
 intermediate frames. Polars' jemalloc keeps freed pages for 500 ms by default
 (`dirty_decay_ms`), so the peak grows with everything allocated in the last half second
-rather than with what is live. The command asks for `DECAY_MS` instead, and for one arena
+rather than with what is live. The command asks for a shorter decay instead (below), and for one arena
 (`narenas:1`: each arena keeps its own freed pages, and Polars' threads and ours would
 otherwise spread over eight). This must be set before Polars is imported (it reads
 `_RJEM_MALLOC_CONF` then); a value the user set wins.
@@ -25,8 +25,16 @@ from their sizes before anything is read). Below `SMALL_TRACE_BYTES` the pages a
 decay hands back are a few MB, and fetching them again costs more than they save: on the
 54 MB trace `tracekit report` took a median 1.757 s with `SMALL_DECAY_MS` against 1.883 s
 with 20 ms (12 alternating runs; 68k page faults against 102k), peaking at 253 against
-247 MiB. On the 1 GB trace 1000 ms had saved 1-2 s of 33 s but peaked up to 170 MB
-higher, so large traces, and commands that name no trace file, keep `DECAY_MS`.
+247 MiB. Above it, a command that analyses its traces takes `ANALYSIS_DECAY_MS`: the
+analyses free and allocate Polars frames at a high rate, and with 20 ms most of the 1 GB
+report's system time was page faults. In four alternating pairs of `tracekit report
+--no-cache` on the 1 GB trace, 200 ms took 28.9-32.7 s against 31.4-40.1 s for 20 ms (each
+pair faster, by 2.5-7.4 s), with 4.6-4.8 M page faults against 5.2-5.8 M and a peak 22-116 MB
+(1-4 %) higher, at 2.86-2.91 GiB; 100 ms faulted as often as 20 ms, and 1000 ms had saved
+1-2 s but peaked up to 170 MB higher. `tracekit info` only loads: there 200 ms raised the
+1 GB trace's peak from 1.29-1.32 to 1.39-1.42 GiB for no time saved (two pairs), so the
+commands of `LOAD_ONLY` keep `DECAY_MS`. Traces of unknown size (a folder, a file that is
+not there yet) count as large.
 
 `tracekit.allocator.configure()` before any other import does the same for a script.
 """
@@ -38,33 +46,45 @@ import functools
 import os
 import sys
 
-DECAY_MS = 20
+DECAY_MS = 20  # commands that only load (LOAD_ONLY)
+ANALYSIS_DECAY_MS = 200  # commands that analyse what they load
 SMALL_DECAY_MS = 1000  # for traces under SMALL_TRACE_BYTES of JSON
 SMALL_TRACE_BYTES = 128 * 10**6
+LOAD_ONLY = ("info",)  # commands that load traces and analyse nothing
 POLARS_DEFAULT = "dirty_decay_ms:500,muzzy_decay_ms:1000"  # what `import polars` (2.x) writes first
 POLARS_THP = ",thp:always,metadata_thp:always"  # and after it with POLARS_THP=1
 JEMALLOC = f"narenas:1,dirty_decay_ms:{DECAY_MS},muzzy_decay_ms:0"
+ANALYSIS_JEMALLOC = f"narenas:1,dirty_decay_ms:{ANALYSIS_DECAY_MS},muzzy_decay_ms:0"
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def configure(trace_bytes: int | None = None) -> bool:
+def configure(trace_bytes: int | None = None, analyses: bool = True) -> bool:
     """Apply the settings for traces of `trace_bytes` of JSON in all (None: unknown, as
-    large); False when Polars was imported already (jemalloc is then fixed)."""
+    large), loaded to be analysed (`analyses`) or only loaded; False when Polars was
+    imported already (jemalloc is then fixed)."""
     if "polars" in sys.modules:
         return False
     if _users_jemalloc() is None:
-        os.environ["_RJEM_MALLOC_CONF"] = jemalloc_settings(trace_bytes)
+        os.environ["_RJEM_MALLOC_CONF"] = jemalloc_settings(trace_bytes, analyses)
     if "MALLOC_ARENA_MAX" not in os.environ:
         _one_arena()
     return True
 
 
-def jemalloc_settings(trace_bytes: int | None) -> str:
-    """`JEMALLOC`, with the longer decay when the traces are known to be small."""
+def jemalloc_settings(trace_bytes: int | None, analyses: bool = True) -> str:
+    """One arena and a decay: `SMALL_DECAY_MS` when the traces are known to be small, else
+    `ANALYSIS_DECAY_MS` for a command that analyses them (`ANALYSIS_JEMALLOC`) and
+    `DECAY_MS` for one that only loads them (`JEMALLOC`)."""
     if trace_bytes is not None and trace_bytes < SMALL_TRACE_BYTES:
         return f"narenas:1,dirty_decay_ms:{SMALL_DECAY_MS},muzzy_decay_ms:0"
-    return JEMALLOC
+    return ANALYSIS_JEMALLOC if analyses else JEMALLOC
+
+
+def analyses(args: list[str]) -> bool:
+    """Whether the command of these arguments analyses its traces: all but `LOAD_ONLY`
+    (the first argument that is not an option names the command)."""
+    return next((a for a in args if not a.startswith("-")), None) not in LOAD_ONLY
 
 
 def trace_bytes(args: list[str]) -> int | None:

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 
 from tracekit import allocator
 
-allocator.configure(allocator.trace_bytes(sys.argv[1:]))  # before anything imports Polars
+allocator.configure(allocator.trace_bytes(sys.argv[1:]),  # before anything imports Polars
+                    allocator.analyses(sys.argv[1:]))
 
 import click
 
