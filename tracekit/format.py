@@ -73,8 +73,9 @@ _FORMS = re.compile(r"\[([^\[\]|]*)\|([^\[\]|]*)\]")
 
 
 def agree(text: str, n: int) -> str:
-    """`text` with each `[many|one]` in the form the number `n` takes:
-    `agree("{n} [events were|event was] dropped", 1)` (formatted) -> "1 event was dropped"."""
+    """`text` with each `[many|one]` in the form the number `n` takes; choose the forms in a
+    template before its values go in (they could hold brackets of their own):
+    `agree("{n} [events were|event was] dropped", 1).format(n=1)` -> "1 event was dropped"."""
     return _FORMS.sub(lambda m: m.group(2) if n == 1 else m.group(1), text)
 
 

@@ -190,7 +190,7 @@ def _math(result: AttentionResult) -> dict[str, Any] | None:
             "torch.backends.cuda.enable_*_sdp flags and the GPU's capability"
         )
     )
-    kernel_text = f", {kernels:.0f} kernel{'' if round(kernels) == 1 else 's'} per call" if result.has_gpu and kernels else ""
+    kernel_text = f", {fmt.counted(round(kernels), 'kernel')} per call" if result.has_gpu and kernels else ""
     return _finding(
         result,
         calls,
@@ -397,8 +397,8 @@ def _occupancy(result: AttentionResult) -> dict[str, Any] | None:
         result,
         None,
         "attention_occupancy_misleading",
-        f"Kineto reports 0 % occupancy for {fmt.counted(occ.height, 'attention kernel')} that "
-        f"{'does' if occ.height == 1 else 'do'} run",
+        fmt.agree("Kineto reports 0 % occupancy for {kernels} that [do|does] run", occ.height).format(
+            kernels=fmt.counted(occ.height, "attention kernel")),
         0,
         evidence,
         "Kineto computes occupancy with the default 48 KB shared-memory limit; these kernels opt into "

@@ -86,9 +86,9 @@ def _paragraphs(result: AttentionResult) -> list[str]:
         out.append(text + ".")
     if result.orphan_kernels:
         out.append(
-            f"{fmt.counted(result.orphan_kernels, 'attention kernel')} ({fmt.ns(result.orphan_ns)}) "
-            f"{'was' if result.orphan_kernels == 1 else 'were'} launched outside "
-            "every call found (e.g. before the profiled window); they are not in the per-call figures."
+            fmt.agree("{kernels} ({ns}) [were|was] launched outside every call found (e.g. before the profiled "
+                      "window); they are not in the per-call figures.", result.orphan_kernels).format(
+                kernels=fmt.counted(result.orphan_kernels, "attention kernel"), ns=fmt.ns(result.orphan_ns))
         )
     out += [f"Warning: {w}." for w in result.warnings]
     return out

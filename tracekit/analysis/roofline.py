@@ -337,7 +337,8 @@ def _gemm_finding(result: RooflineResult, min_eff: float, floor_ns: float, n: in
     evidence = [_evidence(r, causes=_gemm_causes(r)) for r in bad.head(n).to_dicts()]
     advice = "; ".join(dict.fromkeys(c for e in evidence for c in e["causes"]))
     return _finding(result, "roofline.gemm_below_ceiling",
-                    f"{fmt.counted(len(bad), 'GEMM shape')} {'runs' if len(bad) == 1 else 'run'} far below the tensor-core ceiling",
+                    fmt.agree("{shapes} [run|runs] far below the tensor-core ceiling", len(bad)).format(
+                        shapes=fmt.counted(len(bad), "GEMM shape")),
                     float(bad["lost_ns"].sum()), evidence, advice)
 
 

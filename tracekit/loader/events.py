@@ -224,8 +224,6 @@ def decode_leniently(raws: list[msgspec.Raw]) -> tuple[list[Event], int, int]:
     return events, bad_types, dropped
 
 
-
-
 def _coerce_event(obj: dict[str, Any]) -> Event:
     def text(key: str) -> str:
         v = obj.get(key)

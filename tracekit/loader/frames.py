@@ -53,7 +53,7 @@ class Notes:
         """`message`: `{n:,}` for the count, `[many|one]` for words in its number (`fmt.agree`)."""
         if count:
             level = "info" if code in INFO_CODES else "warning"
-            self.rows.append((level, code, count, fmt.agree(message.format(n=count), count), first))
+            self.rows.append((level, code, count, fmt.agree(message, count).format(n=count), first))
 
     def rows_of(self, code: str, rows: pl.DataFrame, message: str) -> None:
         if rows.height:

@@ -343,7 +343,7 @@ class Recovery:
         return (
             f"the event array is {self.kind} at byte {self.bad_at:,}: recovered "
             f"{fmt.counted(events, 'complete event')} (the first {fmt.counted(self.kept_end, 'byte')}); "
-            + fmt.agree(f"{rest:,} [bytes|byte] after the last complete event [were|was] ignored", rest)
+            + fmt.agree("{rest:,} [bytes|byte] after the last complete event [were|was] ignored", rest).format(rest=rest)
         )
 
 

@@ -79,9 +79,9 @@ def critical_path_section(a: Analysis) -> Section | None:
         ("context", "op / kernel", "text"), ("cls", "class", "label"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]
     if cp.inferred_edges:
-        edges = fmt.counted(cp.inferred_edges, "GPU→CPU sync edge")
-        paras.append(f"{edges} {'was' if cp.inferred_edges == 1 else 'were'} inferred from blocking calls that end "
-                     "right after GPU work (the trace has no cuda_sync records for them).")
+        paras.append(fmt.agree("{edges} [were|was] inferred from blocking calls that end right after GPU work (the "
+                               "trace has no cuda_sync records for them).", cp.inferred_edges).format(
+            edges=fmt.counted(cp.inferred_edges, "GPU→CPU sync edge")))
     whatifs = _whatifs(a)
     if whatifs:
         rows = [[Cell(w.description), Cell(fmt.ns(w.saved_ns), w.saved_ns), Cell(fmt.ns(w.estimate_ns), w.estimate_ns)]

@@ -10,9 +10,14 @@ import polars as pl
 from tracekit import format as fmt
 from tracekit.report.model import Cell, Column, Table
 
+
+def _text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
 FORMATS: dict[str, Callable[[Any], str]] = {
-    "text": lambda v: "" if v is None else str(v),
-    "label": lambda v: "" if v is None else str(v),  # text kept on one line
+    "text": _text,
+    "label": _text,  # text kept on one line
     "ns": fmt.ns,
     "pct": fmt.pct,
     "count": fmt.count,

@@ -138,10 +138,9 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     if out.is_empty() or ctx.share(lost) < p.min_share:
         return None
     top = out.sort("excess", descending=True)
-    one = out.height == 1
-    return Hit(title=f"{fmt.counted(out.height, 'kernel call')} of {fmt.counted(out['name'].n_unique(), 'kernel')} "
-                     f"{'runs' if one else 'run'} far over {'its' if one else 'their'} median, {fmt.ns(lost)} over"
-                     f"{'' if one else ' in all'}",
+    title = fmt.agree("{calls} of {kernels} [run|runs] far over [their|its] median, {lost} over[ in all|]", out.height)
+    return Hit(title=title.format(calls=fmt.counted(out.height, "kernel call"), lost=fmt.ns(lost),
+                                  kernels=fmt.counted(out["name"].n_unique(), "kernel")),
                time_lost_ns=lost, evidence=ctx.evidence(top, note=lambda r: f"median {fmt.ns(int(r['_med']))}"))
 
 

@@ -29,11 +29,10 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
     top = short.sort("gap_ns", descending=True).with_columns(
         name=pl.format("GPU waits for the launch of {}", pl.col("next_name")), ts_ns=pl.col("start_ns"),
         dur_ns=pl.col("gap_ns"), lane=pl.format("device {}", "device"), eid=pl.col("next_eid"))
-    one = short.height == 1
-    return Hit(title=f"Launch-bound: {fmt.counted(short.height, 'short kernel')} "
-                     f"({'' if one else 'median '}{fmt.ns(short['_dur'].median())}) {'waits' if one else 'wait'} on the "
-                     f"CPU; the GPU idles {fmt.ns(lost)} {'before it' if one else 'between them, most'} in "
-                     f"`{where['_w'][0]}`",
+    title = fmt.agree("Launch-bound: {kernels} ([median |]{median}) [wait|waits] on the CPU; the GPU idles {lost} "
+                      "[between them, most|before it] in `{where}`", short.height)
+    return Hit(title=title.format(kernels=fmt.counted(short.height, "short kernel"), lost=fmt.ns(lost),
+                                  median=fmt.ns(short["_dur"].median()), where=where["_w"][0]),
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.format("launched by {}", "next_op")))
 
 
@@ -92,6 +91,7 @@ def profiler_overhead(ctx: Context, p: Params) -> Hit | None:
     if rows.is_empty() or ctx.share(lost) < p.min_share:
         return None
     names = rows.group_by("name").agg(ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
-    return Hit(title=f"{fmt.counted(rows.height, 'profiler overhead event')} ({', '.join(names['name'].head(3))}) {'covers' if rows.height == 1 else 'cover'} "
-                     f"{fmt.ns(lost)} ({fmt.pct(ctx.share(lost))} of the window)",
+    title = fmt.agree("{events} ({names}) [cover|covers] {lost} ({share} of the window)", rows.height)
+    return Hit(title=title.format(events=fmt.counted(rows.height, "profiler overhead event"), lost=fmt.ns(lost),
+                                  names=", ".join(names["name"].head(3)), share=fmt.pct(ctx.share(lost))),
                time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True)))

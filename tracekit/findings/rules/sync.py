@@ -45,9 +45,10 @@ def sync_in_loop(ctx: Context, p: Params) -> Hit | None:
     where = f"in {fmt.counted(top['steps'], 'step')}" if top["steps"] else "calls"
     first = chosen.sort("ts_ns").unique("key", keep="first").join(per.select("key", "ns"), on="key").sort(
         "ns", descending=True)
-    return Hit(title=f"{fmt.counted(chosen.height, 'host-device sync')} {'repeats' if chosen.height == 1 else 'repeat'} "
-                     f"in the loop (`{top['key']}` x{top['calls']} {where}); "
-                     f"the GPU idles {fmt.ns(lost)} around them",
+    title = fmt.agree("{syncs} [repeat|repeats] in the loop (`{key}` x{calls} {where}); the GPU idles {lost} around them",
+                      chosen.height)
+    return Hit(title=title.format(syncs=fmt.counted(chosen.height, "host-device sync"), key=top["key"],
+                                  calls=top["calls"], where=where, lost=fmt.ns(lost)),
                time_lost_ns=lost, evidence=ctx.evidence(first, note=pl.format("{} blocked", "kind")))
 
 
@@ -65,8 +66,9 @@ def sync_memcpy(ctx: Context, p: Params) -> Hit | None:
     if rows.height < p.min_count:
         return None
     lost = int(rows["dur_ns"].sum() or 0)
-    return Hit(title=f"{fmt.counted(rows.height, 'synchronous memcpy call')} ({', '.join(sorted(set(rows['api'].drop_nulls())))}) "
-                     f"{'blocks' if rows.height == 1 else 'block'} the host for at least {fmt.ns(lost)}",
+    title = fmt.agree("{calls} ({apis}) [block|blocks] the host for at least {lost}", rows.height)
+    return Hit(title=title.format(calls=fmt.counted(rows.height, "synchronous memcpy call"), lost=fmt.ns(lost),
+                                  apis=", ".join(sorted(set(rows["api"].drop_nulls())))),
                time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True),
                                                          note=pl.format("{} {}", "direction", "op_path")))
 
@@ -81,8 +83,8 @@ def pageable_memcpy(ctx: Context, p: Params) -> Hit | None:
         return None
     ns = int(rows["dur_ns"].sum() or 0)
     mb = int(rows["bytes"].sum() or 0)
-    return Hit(title=f"{fmt.counted(rows.height, 'copy', 'copies')} of {fmt.size(mb)}{'' if rows.height == 1 else ' in all'} "
-                     f"{'uses' if rows.height == 1 else 'use'} pageable host memory ({fmt.ns(ns)} of copy time)",
+    title = fmt.agree("{copies} of {size}[ in all|] [use|uses] pageable host memory ({ns} of copy time)", rows.height)
+    return Hit(title=title.format(copies=fmt.counted(rows.height, "copy", "copies"), size=fmt.size(mb), ns=fmt.ns(ns)),
                time_lost_ns=int(ns * (1 - 1 / p.pinned_speedup)),
                evidence=ctx.evidence(rows.sort("dur_ns", descending=True), note=pl.format("{} {}", "name", "op_path")))
 
@@ -103,6 +105,7 @@ def hidden_copy(ctx: Context, p: Params) -> Hit | None:
     per = (rows.with_columns(_op=pl.col("op_path").str.extract(r"(aten::(?:masked_fill|clone|contiguous|to|_to_copy))( >|$)"))
            .group_by("_op").agg(n=pl.len()).sort("n", descending=True))
     top = rows.sort("dur_ns", descending=True)
-    return Hit(title=f"{fmt.counted(rows.height, 'device copy', 'device copies')} made by out-of-place ops "
-                     f"({'' if rows.height == 1 else 'mostly '}`{per['_op'][0]}`), {fmt.ns(lost)} of GPU time",
+    title = fmt.agree("{copies} made by out-of-place ops ([mostly |]`{op}`), {lost} of GPU time", rows.height)
+    return Hit(title=title.format(copies=fmt.counted(rows.height, "device copy", "device copies"), op=per["_op"][0],
+                                  lost=fmt.ns(lost)),
                time_lost_ns=lost, evidence=ctx.evidence(top, note=pl.col("op_path")))

@@ -36,9 +36,9 @@ def eager_attention(ctx: Context, p: Params) -> Hit | None:
     gpu_ns = int(gpu["dur_ns"].sum() or 0)
     lost = int(gpu_ns * (1 - 1 / p.expected_speedup))
     ev = chains.with_columns(name=pl.lit("matmul -> softmax -> matmul"))
-    return Hit(title=f"{fmt.counted(chains.height, 'eager attention chain')} (matmul -> softmax -> matmul) "
-                     f"{'takes' if chains.height == 1 else 'take'} {fmt.ns(gpu_ns)} of GPU time in "
-                     f"{fmt.counted(gpu.height, 'kernel')}",
+    title = fmt.agree("{chains} (matmul -> softmax -> matmul) [take|takes] {ns} of GPU time in {kernels}", chains.height)
+    return Hit(title=title.format(chains=fmt.counted(chains.height, "eager attention chain"), ns=fmt.ns(gpu_ns),
+                                  kernels=fmt.counted(gpu.height, "kernel")),
                time_lost_ns=lost, evidence=ctx.evidence(ev))
 
 
