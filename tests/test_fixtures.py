@@ -491,6 +491,11 @@ def test_info_counts_the_same_activities_per_device_and_per_stream(capsys):
     assert [(d["device"], d["streams"], d["activities"]) for d in info["devices"]] == [(0, 1, 4)]
     assert [(s["device"], s["stream"], s["kernels"], s["activities"]) for s in info["streams"]] == [(0, 7, 2, 4)]
     assert (info["events"], info["span"]["duration_ns"], info["rank"], info["world_size"]) == (29, 100_000, 0, 2)
+    # most events first, ties by name (the order is the same on every run)
+    assert list(info["categories"].items()) == [
+        ("cuda_runtime", 6), ("cpu_op", 5), ("ac2g", 4), ("[memory]", 2), ("kernel", 2), ("cuda_sync", 1),
+        ("gpu_memcpy", 1), ("gpu_memset", 1), ("gpu_user_annotation", 1), ("overhead", 1), ("trace", 1),
+        ("user_annotation", 1)]
 
 
 def test_gaps_inside_the_step_window(capsys):

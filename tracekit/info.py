@@ -69,7 +69,7 @@ def _categories(trace: Trace) -> dict[str, int]:
         counts["[memory]"] = trace.memory.height
     if trace.counters.height:
         counts["counters"] = trace.counters.height
-    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))  # ties by name: the same order every run
 
 
 def _streams(trace: Trace) -> list[dict[str, Any]]:
