@@ -38,6 +38,22 @@ def test_model_headline_figures(decode_report):
     assert kernels.rows[0][4].value == 3 and kernels.rows[0][5].value == 300_000
 
 
+@pytest.mark.parametrize(("trace_name", "expected"), [
+    ("./logs/train_step_kineto.json", "recorded as train_step_kineto.json"),  # another machine's folder left out
+    ("C:\\runs\\rank0.json", "recorded as rank0.json"),
+    ("t.json", ""),  # the file's own name says nothing new
+    ("/tmp/tmp8f047i33/file.json", ""),  # a temporary file's name neither
+    ("C:\\Users\\me\\AppData\\Local\\Temp\\x.json", ""),
+    ("/var/folders/x1/T/trace.json", ""),
+    (None, ""),
+])
+def test_subtitle_names_the_recorded_file_only_when_it_says_something(tmp_path, trace_name, expected):
+    top = {} if trace_name is None else {"traceName": trace_name}
+    trace = tracekit.load(decode_trace(1, extra_top=top).write(tmp_path / "t.json"))
+    assert trace.meta.trace_name == trace_name
+    assert build_report(trace).subtitle == " · ".join(x for x in (expected, "NVIDIA H100 80GB HBM3", "kineto trace") if x)
+
+
 def test_timeline_has_gpu_cpu_and_idle_lanes(decode_report):
     _, r = decode_report
     tl = next(s for s in r.sections if s.id == "timeline").timelines[0]
@@ -125,5 +141,7 @@ def test_real_qwen_report_hides_the_token_and_fits():
     assert any(k.startswith("sm90_xmma_gemm") and v == "gemm" for k, v in classes.items())
     assert any("pytorch_flash::flash_fwd_kernel" in k and v == "attention" for k, v in classes.items())
     assert not r.extra.get("notes")
+    # its traceName is the profiler's temporary file (/tmp/tmp8f047i33/file.json): not shown
+    assert trace.meta.trace_name.startswith("/tmp/") and r.subtitle == "NVIDIA H100 80GB HBM3 · kineto trace"
     assert all(not w.startswith(("critical_path analysis failed", "findings analysis failed")) for w in r.warnings)
 

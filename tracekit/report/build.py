@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import polars as pl
@@ -78,7 +79,25 @@ def _workload(trace: Trace) -> str:
         attn = cap.get("attn_implementation") or cap.get("variant")
         parts = [str(x) for x in (model if not isinstance(model, dict) else model.get("name"), attn, cap.get("dtype")) if x]
         return " · ".join(parts)
-    return trace.meta.trace_name or ""
+    return _recorded_as(trace.meta.trace_name, trace.meta.path)
+
+
+# where a profiler writes a file it is about to move (HF's benchmarks, `tempfile`): its
+# name says nothing about the run
+_TEMPORARY = re.compile(r"(^|[/\\])(tmp[\w-]*|temp|var[/\\]folders)[/\\]", re.IGNORECASE)
+
+
+def _recorded_as(trace_name: str | None, path: str) -> str:
+    """`recorded as NAME`: the file name the profiler wrote (its `traceName`), when it is
+    not the file's own name and not a temporary file's (the folders of another machine are
+    left out)."""
+    if not trace_name or _TEMPORARY.search(trace_name):
+        return ""
+    name = PurePath(trace_name.replace("\\", "/")).name
+    own = PurePath(path).name if path else ""
+    if not name or own in (name, name + ".gz"):
+        return ""
+    return f"recorded as {name}"
 
 
 def _verdict(a: Analysis) -> str:
