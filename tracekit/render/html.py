@@ -7,11 +7,15 @@ and no network at all. Every trace-derived string goes through Jinja2's autoesca
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.bccache
 
 from reports import TEMPLATES
 
@@ -20,7 +24,42 @@ from reports import TEMPLATES
 def environment() -> jinja2.Environment:
     loader = jinja2.FunctionLoader(_template_source)
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                              bytecode_cache=_CompiledTemplates())
+
+
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """The templates compiled to Python bytecode, kept in the cache folder's `templates`
+    (`$XDG_CACHE_HOME/tracekit`, else `~/.cache/tracekit`), as Python keeps its modules'
+    in `__pycache__`: compiling them took 40-50 ms of each process's first report. An entry
+    is keyed by the template's name and source (and Jinja's and Python's versions), so an
+    edited template compiles afresh. A folder that cannot be read or written costs only
+    the compiling."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            with open(self._path(bucket), "rb") as f:
+                bucket.load_bytecode(f)
+        except Exception:  # noqa: BLE001  (missing, unreadable or damaged: compiled afresh)
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        path = self._path(bucket)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temp, "wb") as f:
+                bucket.write_bytecode(f)
+            os.replace(temp, path)  # whole or not at all, whoever else writes it
+        except OSError:
+            with contextlib.suppress(OSError):  # (not there, or no folder to be in)
+                temp.unlink()
+
+    @staticmethod
+    def _path(bucket: jinja2.bccache.Bucket) -> Path:
+        from tracekit.loader.cache import cache_dir
+
+        return cache_dir() / "templates" / f"{bucket.key}.jinja"
 
 
 def _template_source(name: str) -> str:
