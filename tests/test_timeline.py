@@ -148,6 +148,46 @@ def test_union_properties(rows) -> None:
     assert (total["union_ns"] + total["gap_ns"] == total["span"]).all()  # busy + gaps = span
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of [start, end) spans by the definition: sort, then extend or open a run."""
+    runs: list[list[int]] = []
+    for s, e in sorted(spans):
+        if runs and s <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], e)
+        else:
+            runs.append([s, e])
+    return [(s, e) for s, e in runs]
+
+
+queries_st = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12_000), st.integers(-50, 4_000)), max_size=15)
+
+
+@settings(max_examples=80, deadline=None)
+@given(intervals_st, queries_st)
+def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
+    f = _frame(rows)
+    runs = {d: _merged([(r[1], r[1] + r[2]) for r in rows if r[0] == d]) for d in range(3)}
+    assert intervals.union(f, by=["d"]).rows() == [(d, s, e) for d in range(3) for s, e in runs[d]]
+    assert intervals.total_union_ns(f) == sum(e - s for s, e in _merged([(r[1], r[1] + r[2]) for r in rows]))
+    q = pl.DataFrame({"qid": list(range(len(queries))), "d": [x[0] for x in queries],
+                      "q_start_ns": [x[1] for x in queries], "q_end_ns": [x[1] + x[2] for x in queries]},
+                     schema={"qid": pl.Int64, "d": pl.Int64, "q_start_ns": pl.Int64, "q_end_ns": pl.Int64})
+    for whole in (False, True):
+        want = {}
+        for i, (d, qs, length) in enumerate(queries):
+            qe = qs + length
+            hits = [(s, e) for s, e in runs[d] if s < qe and e > qs] if qe > qs else []
+            part = sum((e - s) if whole else (min(e, qe) - max(s, qs)) for s, e in hits)
+            if hits:
+                want[i] = part
+        got = intervals.covered_ns(q, f, on=["d"], whole=whole)
+        assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
+        assert dict(got.rows()) == want
+    points = q.select("d", t="q_start_ns")
+    inside = [i for i, (d, s, length) in enumerate(rows) if any(p[0] == d and s <= p[1] < s + length for p in queries)]
+    assert intervals.touched(f, points, on=["d"]).rows() == f[inside].rows()
+
+
 def _gpu_trace(rows: list[tuple[int, int, int]], names: list[str]) -> Trace:
     cats = [GPU_WORK_CATS[i % 3] for i in range(len(rows))]
     gpu = pl.DataFrame({

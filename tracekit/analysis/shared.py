@@ -24,6 +24,9 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# the engine of the analyses' lazy plans: Polars 2's default (streaming) costs more to start
+# than these plans do work (as in the loader: `tracekit.loader.columns.ENGINE`)
+ENGINE = "in-memory"
 _MEMO: ContextVar[dict[Any, Any] | None] = ContextVar("tracekit_shared_frames", default=None)
 
 
