@@ -13,6 +13,7 @@ from conftest import all_real_traces
 from test_graph import ADD, GEMM, gpu_bound, launch_bound, sync_stalled
 
 from tracekit import UsageError
+from tracekit import load as tracekit_load
 from tracekit.cli.main import main
 from tracekit.findings import RULES, Config, Hit, rule, run_findings
 
@@ -461,3 +462,33 @@ def test_evidence_notes_give_times_and_counts_in_words(tmp_path):
     host = _run(wrap(launch_bound, n=10), tmp_path, "host_bound_path", "h").findings[0]
     # the 255 µs of host work in the module (test_exact_time_lost); the step's zero-length pieces are no evidence
     assert [(e.name, e.note) for e in host.evidence] == [("nn.Module: LlamaAttention_0", "255 µs of host time on the path")]
+
+
+def test_longest_breaks_ties_by_time_then_id():
+    import polars as pl
+
+    from tracekit.analysis.order import longest, longest_gaps
+
+    rows = pl.DataFrame({"eid": [5, 3, 9, 1, 7], "ts_ns": [20, 20, 10, 30, 10], "dur_ns": [4, 4, 4, 9, None]})
+    for seed in range(4):  # whatever order the rows come in
+        assert longest(rows.sample(fraction=1.0, shuffle=True, seed=seed))["eid"].to_list() == [1, 9, 3, 5, 7]
+    gaps = pl.DataFrame({"gap_ns": [5, 5, 5], "start_ns": [7, 7, 2], "device": [1, 0, 3], "stream": [None, None, None]})
+    assert longest_gaps(gaps.reverse())["device"].to_list() == [3, 0, 1]
+
+
+@pytest.mark.real
+def test_evidence_is_the_same_on_every_run():
+    """A trace with equal-length kernels of different names: the FP32 GEMM evidence used to
+    come out in the order of a group-by, which changed from run to run."""
+    from conftest import real_trace
+
+    import polars as pl
+
+    trace = tracekit_load(real_trace("dlrm_8rank_v100/worker4.json.gz"))
+    runs = [run_findings(trace, rules=["fp32_gemm"]) for _ in range(4)]
+    assert all(r == runs[0] for r in runs[1:])
+    names = [e.name for e in runs[0].findings[0].evidence]
+    totals = dict(trace.kernels.group_by("name").agg(pl.col("dur_ns").sum()).iter_rows())
+    order = [(-totals[n], n) for n in names]
+    assert len(names) == 5 and order == sorted(order)  # the most GPU time first, ties by name
+    assert len({t for t, _ in order}) < 5  # (the trace has such ties)

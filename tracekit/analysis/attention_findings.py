@@ -213,7 +213,7 @@ def _fp32_gemm(result: AttentionResult) -> dict[str, Any] | None:
     names = (
         simt.group_by("name")
         .agg(count=pl.len(), total_ns=pl.col("dur_ns").sum())
-        .sort("total_ns", descending=True)
+        .sort(["total_ns", "name"], descending=[True, False])
     )
     casts = result.events.filter(
         pl.col("in_scope") & (pl.col("stage") == "copy") & pl.col("call_id").is_in(calls["call_id"].implode())

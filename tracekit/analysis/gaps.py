@@ -105,7 +105,7 @@ class Gaps:
         return {
             "min_gap_ns": self.min_gap_ns, "idle_ns": self.idle_ns, "by_cause": self.by_cause,
             "totals": self.totals.to_dicts(),
-            "longest": top.sort("gap_ns", descending=True).head(limit).to_dicts(),
+            "longest": top.sort(["gap_ns", "device", "start_ns"], descending=[True, False, False]).head(limit).to_dicts(),
         }
 
 

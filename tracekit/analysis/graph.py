@@ -436,7 +436,8 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
                         w_launch="launch_ts_ns").sort("_t")
     left = calls.with_columns(_t=pl.col("end_ns")).sort("_t")
     own = calls.join(work.select("launch_eid", gpu_eid="eid", w_end="end_ns"), left_on="eid", right_on="launch_eid")
-    own = own.filter(pl.col("w_end") <= pl.col("end_ns")).sort("w_end", descending=True).unique("eid", keep="first")
+    own = own.filter(pl.col("w_end") <= pl.col("end_ns")).sort(["w_end", "gpu_eid"], descending=[True, False]).unique(
+        "eid", keep="first")
     stream_rec = left.filter(pl.col("r_kind") == "Stream Sync").join_asof(
         right, on="_t", by_left=["r_device", "r_stream"], by_right=["device", "stream"], strategy="backward",
         check_sortedness=False)

@@ -73,7 +73,7 @@ def memory_stats(trace: Trace) -> MemoryStats:
     by_op = by_op.select(list(BY_OP_SCHEMA)).cast(BY_OP_SCHEMA)
     by_op = by_op.sort(["allocated_bytes", "device", "op_name"], descending=[True, False, False],
                        nulls_last=True)  # ties in name order: the same table every run
-    gpus = devices.filter(pl.col("device_type") != 0).sort("peak_allocated_bytes", descending=True)
+    gpus = devices.filter(pl.col("device_type") != 0).sort(["peak_allocated_bytes", "device"], descending=[True, False])
     top = gpus.row(0, named=True) if gpus.height else None
     return MemoryStats(
         timeline=timeline,

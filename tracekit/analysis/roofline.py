@@ -333,7 +333,7 @@ def _gemm_finding(result: RooflineResult, min_eff: float, floor_ns: float, n: in
     bad = ops.filter(((pl.col("efficiency") < min_eff) | fp32) & (pl.col("lost_ns") >= floor_ns))
     if bad.is_empty():
         return None
-    bad = bad.sort("lost_ns", descending=True)
+    bad = bad.sort("lost_ns", descending=True, maintain_order=True)  # ties: in the ops' order
     evidence = [_evidence(r, causes=_gemm_causes(r)) for r in bad.head(n).to_dicts()]
     advice = "; ".join(dict.fromkeys(c for e in evidence for c in e["causes"]))
     return _finding(result, "roofline.gemm_below_ceiling",
@@ -384,7 +384,7 @@ def _attention_finding(result: RooflineResult, floor_ns: float, n: int) -> dict 
         (pl.col("efficiency") < pl.col("expected")) & (pl.col("lost_ns") >= floor_ns))
     if bad.is_empty():
         return None
-    rows = bad.sort("lost_ns", descending=True).head(n).to_dicts()
+    rows = bad.sort("lost_ns", descending=True, maintain_order=True).head(n).to_dicts()
     evidence = [_evidence(r, backend=r["backend"], expected_efficiency=r["expected"], causal=r["causal"])
                 for r in rows]
     advice = [ATTENTION_ADVICE.get(r["backend"], ATTENTION_ADVICE["other"]) for r in rows]

@@ -207,7 +207,8 @@ def _copy_kinds(copies: pl.DataFrame) -> pl.DataFrame:
     )
     known = (pl.col("dur_ns") > 0) & (pl.col("_known") > 0)
     kinds = kinds.with_columns(bandwidth_gbps=pl.when(known).then(pl.col("bytes") / pl.col("dur_ns")))
-    return kinds.select(list(COPY_KINDS_SCHEMA)).cast(COPY_KINDS_SCHEMA).sort("dur_ns", descending=True)
+    return kinds.select(list(COPY_KINDS_SCHEMA)).cast(COPY_KINDS_SCHEMA).sort(
+        ["dur_ns", "kind", "direction", "host_memory", "api_async"], descending=[True, False, False, False, False], nulls_last=True)
 
 
 def _copy_columns(rows: pl.DataFrame) -> pl.DataFrame:

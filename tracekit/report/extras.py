@@ -66,7 +66,7 @@ def critical_path_section(a: Analysis) -> Section | None:
     total = max(cp.end_ns - cp.start_ns, 1) if cp.start_ns is not None and cp.end_ns is not None else 1
     bars = []
     x = 0.0
-    for cls, ns, share in cp.by_class.sort("ns", descending=True).iter_rows():
+    for cls, ns, share in cp.by_class.sort(["ns", "cls"], descending=[True, False]).iter_rows():
         if not ns:
             continue
         label, css = PATH_CLASSES.get(cls, (cls, "cp-other"))
@@ -74,7 +74,8 @@ def critical_path_section(a: Analysis) -> Section | None:
         x += ns / total
     chart = BarChart(id="critical-path", title=f"Critical path of {cp.window}", bars=bars, stacked=True)
     # host time in no op, module or annotation (a trace without ProfilerStep ranges) has no context
-    ctx = cp.by_context.sort("ns", descending=True).head(20).with_columns(pl.col("context").fill_null("(outside any op)"))
+    ctx = cp.by_context.head(20)  # (longest first, ties by class and name)
+    ctx = ctx.with_columns(pl.col("context").fill_null("(outside any op)"))
     table = frame_table("path-context", "Who the critical path belongs to", ctx, [
         ("context", "op / kernel", "text"), ("cls", "class", "label"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]

@@ -59,7 +59,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
     if iv.is_empty():
         return []
     busiest = (iv.group_by("pid", "tid").agg(total=(pl.col("end_ns") - pl.col("start_ns")).sum())
-               .sort("total", descending=True).head(max_lanes))
+               .sort(["total", "pid", "tid"], descending=[True, False, False]).head(max_lanes))
     names = {(p, t): n for p, t, n in trace.meta.threads.select("pid", "tid", "name").iter_rows()}
     lanes = []
     for pid, tid, _ in busiest.iter_rows():

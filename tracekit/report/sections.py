@@ -7,6 +7,7 @@ import polars as pl
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
 from tracekit.analysis.gaps import CAUSE_LABELS
+from tracekit.analysis.order import longest, longest_gaps
 from tracekit.report.model import Bar, BarChart, Section
 from tracekit.report.tables import frame_table
 
@@ -69,7 +70,7 @@ def ops_section(a: Analysis, *, top: int) -> Section | None:
         ("cpu_self_ns", "CPU self", "ns"), ("gpu_incl_ns", "GPU (inclusive)", "ns", "GPU time of work launched by the op and its children"),
         ("gpu_self_ns", "GPU (self)", "ns"), ("kernels_per_call", "kernels/call", "float"), ("gpu_share", "share of GPU work", "pct")],
         limit=top)
-    silent_names = at.ops.filter(pl.col("launches_nothing")).sort("calls", descending=True)["name"].to_list()
+    silent_names = at.ops.filter(pl.col("launches_nothing")).sort(["calls", "name"], descending=[True, False])["name"].to_list()
     silent = ", ".join(silent_names[:12]) + (" …" if len(silent_names) > 12 else "") if silent_names else "none"
     paras = [f"{fmt.count(at.gpu_events)} GPU activities, {fmt.count(at.linked_events)} tied to an op; "
              f"{fmt.count(at.unlinked_events)} ({fmt.ns(at.unlinked_ns)}) not tied to any op "
@@ -86,7 +87,7 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
     g = a.gaps
     items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
     charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
-    dev = g.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short")).sort("gap_ns", descending=True)
+    dev = longest_gaps(g.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short")))
     # times from the trace start, as the findings' evidence counts them
     dev = dev.with_columns(cause_label=pl.col("cause").replace(CAUSE_LABELS),
                            at=pl.col("start_ns") - a.trace.start_ns)
@@ -132,10 +133,10 @@ def sync_section(a: Analysis, *, top: int) -> Section | None:
     if a.syncs.syncs.is_empty() and a.copies.copies.is_empty():
         return None
     s, c = a.syncs, a.copies
-    syncs = frame_table("syncs", "Blocking host↔device syncs", s.syncs.sort("dur_ns", descending=True), [
+    syncs = frame_table("syncs", "Blocking host↔device syncs", longest(s.syncs), [
         ("name", "call", "text"), ("dur_ns", "blocked", "ns"), ("gpu_wait_ns", "GPU work waited for", "ns"),
         ("op_path", "caused by", "text"), ("waited_name", "last GPU work", "text")], limit=top)
-    copies = frame_table("copies", "Copies", c.copies.sort("dur_ns", descending=True), [
+    copies = frame_table("copies", "Copies", longest(c.copies), [
         ("name", "copy", "text"), ("direction", "direction", "text"), ("host_memory", "host memory", "text"),
         ("bytes", "bytes", "bytes"), ("dur_ns", "time", "ns"), ("bandwidth_gbps", "bandwidth", "gbps"),
         ("api", "API", "text"), ("op_path", "issued by", "text")], limit=top)

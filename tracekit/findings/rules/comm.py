@@ -6,6 +6,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis.breakdown import COMMUNICATION
+from tracekit.analysis.order import longest
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
@@ -23,7 +24,7 @@ def low_comm_overlap(ctx: Context, p: Params) -> Hit | None:
         return None
     if b.communication_total_ns < p.min_comm_share * b.span_ns or b.overlap_share >= p.max_overlap:
         return None
-    comm = ctx.trace.kernels.filter(pl.col("name").str.contains(COMMUNICATION)).sort("dur_ns", descending=True)
+    comm = longest(ctx.trace.kernels.filter(pl.col("name").str.contains(COMMUNICATION)))
     return Hit(title=f"Only {fmt.pct(b.overlap_share)} of {fmt.ns(b.communication_total_ns)} of communication overlaps "
                      f"computation; {fmt.ns(b.communication_ns)} is exposed",
                time_lost_ns=b.communication_ns, evidence=ctx.evidence(comm))

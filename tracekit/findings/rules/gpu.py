@@ -8,6 +8,7 @@ from tracekit import format as fmt
 from tracekit.analysis.breakdown import COMMUNICATION
 from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES
 from tracekit.analysis.intervals import union_ns
+from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
@@ -32,7 +33,7 @@ def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
     if ctx.trace.gpu_work.is_empty() or tl.utilisation is None or tl.utilisation >= p.max_utilisation:
         return None
     where = "the profiler steps" if tl.window == "ProfilerStep" else "the span of GPU work"
-    gaps = _device_gaps(ctx).sort("gap_ns", descending=True).with_columns(
+    gaps = longest_gaps(_device_gaps(ctx)).with_columns(
         name=pl.format("GPU idle ({}) before {}", "cause", pl.col("next_name").fill_null("the window end")))
     return Hit(title=f"GPU busy only {fmt.pct(tl.utilisation)} of {where} ({fmt.ns(tl.span_ns)}; threshold "
                      f"{fmt.pct(p.max_utilisation, 0)})",
@@ -49,7 +50,7 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
                                     & (pl.col("gap_ns") >= p.min_gap_ns))
     if gaps.is_empty():
         return None
-    top = gaps.sort("gap_ns", descending=True).with_columns(
+    top = longest_gaps(gaps).with_columns(
         name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
     lost = int(gaps["gap_ns"].sum())
     # the cause with the most of the gaps' time (ties: the first in the order of CAUSES)
@@ -105,8 +106,8 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
         return None
     lost = int((tiny["dur_ns"] * (1 - tiny["sm_efficiency"])).sum())
     names = tiny.group_by("name").agg(ns=pl.col("dur_ns").sum(), blocks=pl.col("grid_blocks").median(),
-                                      first=pl.col("eid").first()).sort("ns", descending=True)
-    rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort("ns", descending=True)
+                                      first=pl.col("eid").first()).sort(["ns", "name"], descending=[True, False])
+    rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort(["ns", "eid"], descending=[True, False])
     return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
                      f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})",
                time_lost_ns=lost, evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
@@ -137,7 +138,7 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     lost = int(out["excess"].sum() or 0)
     if out.is_empty() or ctx.share(lost) < p.min_share:
         return None
-    top = out.sort("excess", descending=True)
+    top = out.sort(["excess", "eid"], descending=[True, False])
     title = fmt.agree("{calls} of {kernels} [run|runs] far over [their|its] median, {lost} over[ in all|]", out.height)
     return Hit(title=title.format(calls=fmt.counted(out.height, "kernel call"), lost=fmt.ns(lost),
                                   kernels=fmt.counted(out["name"].n_unique(), "kernel")),
@@ -162,7 +163,7 @@ def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
     lost = int(gpu_ns * (1 - 1 / p.expected_speedup))
     if rows.is_empty() or ctx.share(gpu_ns) < p.min_share:
         return None
-    top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
+    top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort(["ns", "name"], descending=[True, False])
     return Hit(title=f"FP32 GEMM/conv kernels on CUDA cores take {fmt.ns(gpu_ns)} over "
                      f"{fmt.counted(rows.height, 'launch', 'launches')} "
                      f"({fmt.pct(ctx.share(gpu_ns))} of the window)",

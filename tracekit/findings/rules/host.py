@@ -6,6 +6,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis.intervals import total_union_ns
+from tracekit.analysis.order import longest, longest_gaps
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
@@ -25,8 +26,8 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
     if short.height < p.min_kernels or ctx.share(lost) < p.min_share:
         return None
     where = (short.with_columns(_w=pl.coalesce("module", "next_op", "blame_op")).group_by("_w")
-             .agg(ns=pl.col("gap_ns").sum()).sort("ns", descending=True))
-    top = short.sort("gap_ns", descending=True).with_columns(
+             .agg(ns=pl.col("gap_ns").sum()).sort(["ns", "_w"], descending=[True, False], nulls_last=True))
+    top = longest_gaps(short).with_columns(
         name=pl.format("GPU waits for the launch of {}", pl.col("next_name")), ts_ns=pl.col("start_ns"),
         dur_ns=pl.col("gap_ns"), lane=pl.format("device {}", "device"), eid=pl.col("next_eid"))
     title = fmt.agree("Launch-bound: {kernels} ([median |]{median}) [wait|waits] on the CPU; the GPU idles {lost} "
@@ -90,8 +91,8 @@ def profiler_overhead(ctx: Context, p: Params) -> Hit | None:
     lost = total_union_ns(rows)
     if rows.is_empty() or ctx.share(lost) < p.min_share:
         return None
-    names = rows.group_by("name").agg(ns=pl.col("dur_ns").sum()).sort("ns", descending=True)
+    names = rows.group_by("name").agg(ns=pl.col("dur_ns").sum()).sort(["ns", "name"], descending=[True, False])
     title = fmt.agree("{events} ({names}) [cover|covers] {lost} ({share} of the window)", rows.height)
     return Hit(title=title.format(events=fmt.counted(rows.height, "profiler overhead event"), lost=fmt.ns(lost),
                                   names=", ".join(names["name"].head(3)), share=fmt.pct(ctx.share(lost))),
-               time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True)))
+               time_lost_ns=lost, evidence=ctx.evidence(longest(rows)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit import format as fmt
+from tracekit.analysis.order import longest
 from tracekit.analysis.syncs import MEMCPY_CALL
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
@@ -40,7 +41,7 @@ def sync_in_loop(ctx: Context, p: Params) -> Hit | None:
     chosen = syncs.join(per.select("key"), on="key", how="semi")
     stall = ctx.gaps.by_cause.get("sync_stall", 0)
     lost = max(int(stall), int(chosen["tail_ns"].sum() or 0))
-    per = per.sort("ns", descending=True)
+    per = per.sort(["ns", "key"], descending=[True, False], nulls_last=True)
     top = per.row(0, named=True)
     where = f"in {fmt.counted(top['steps'], 'step')}" if top["steps"] else "calls"
     first = chosen.sort("ts_ns").unique("key", keep="first").join(per.select("key", "ns"), on="key").sort(
@@ -69,7 +70,7 @@ def sync_memcpy(ctx: Context, p: Params) -> Hit | None:
     title = fmt.agree("{calls} ({apis}) [block|blocks] the host for at least {lost}", rows.height)
     return Hit(title=title.format(calls=fmt.counted(rows.height, "synchronous memcpy call"), lost=fmt.ns(lost),
                                   apis=", ".join(sorted(set(rows["api"].drop_nulls())))),
-               time_lost_ns=lost, evidence=ctx.evidence(rows.sort("dur_ns", descending=True),
+               time_lost_ns=lost, evidence=ctx.evidence(longest(rows),
                                                          note=pl.format("{} {}", "direction", "op_path")))
 
 
@@ -86,7 +87,7 @@ def pageable_memcpy(ctx: Context, p: Params) -> Hit | None:
     title = fmt.agree("{copies} of {size}[ in all|] [use|uses] pageable host memory ({ns} of copy time)", rows.height)
     return Hit(title=title.format(copies=fmt.counted(rows.height, "copy", "copies"), size=fmt.size(mb), ns=fmt.ns(ns)),
                time_lost_ns=int(ns * (1 - 1 / p.pinned_speedup)),
-               evidence=ctx.evidence(rows.sort("dur_ns", descending=True), note=pl.format("{} {}", "name", "op_path")))
+               evidence=ctx.evidence(longest(rows), note=pl.format("{} {}", "name", "op_path")))
 
 
 @rule(id="hidden_copy", severity="medium", title="Device copies made by out-of-place ops (masked_fill, to, clone, contiguous)",
@@ -103,8 +104,8 @@ def hidden_copy(ctx: Context, p: Params) -> Hit | None:
         return None
     lost = int(rows["dur_ns"].sum() or 0)
     per = (rows.with_columns(_op=pl.col("op_path").str.extract(r"(aten::(?:masked_fill|clone|contiguous|to|_to_copy))( >|$)"))
-           .group_by("_op").agg(n=pl.len()).sort("n", descending=True))
-    top = rows.sort("dur_ns", descending=True)
+           .group_by("_op").agg(n=pl.len()).sort(["n", "_op"], descending=[True, False], nulls_last=True))
+    top = longest(rows)
     title = fmt.agree("{copies} made by out-of-place ops ([mostly |]`{op}`), {lost} of GPU time", rows.height)
     return Hit(title=title.format(copies=fmt.counted(rows.height, "device copy", "device copies"), op=per["_op"][0],
                                   lost=fmt.ns(lost)),

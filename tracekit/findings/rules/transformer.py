@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit import format as fmt
+from tracekit.analysis.order import longest
 from tracekit.findings.context import Context
 from tracekit.findings.patterns import ancestor_map, eager_attention_chains, gpu_under
 from tracekit.findings.registry import Hit, Params, rule
@@ -62,7 +63,7 @@ def sdpa_math(ctx: Context, p: Params) -> Hit | None:
     return Hit(title=f"SDPA fell back to the math backend in {fmt.counted(outer.height, 'call')}: {per_call:.0f} GPU "
                      f"activities per call, {fmt.ns(gpu_ns)} of GPU time",
                time_lost_ns=int(base * (1 - 1 / p.expected_speedup)),
-               evidence=ctx.evidence(outer.sort("dur_ns", descending=True)))
+               evidence=ctx.evidence(longest(outer)))
 
 
 @rule(id="mask_rebuilt", severity="low", title="The attention mask is rebuilt inside every attention call",

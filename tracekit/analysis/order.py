@@ -1,0 +1,23 @@
+"""Row orders that do not change from run to run.
+
+A sort on one column leaves its ties in the order the rows came in, and after a group-by or
+a join that order is Polars' choice of the moment: evidence lists and tables then changed
+between two runs on the same trace. These sorts break ties on time and identity.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def longest(rows: pl.DataFrame, by: str = "dur_ns", then: tuple[str, ...] = ("ts_ns", "eid")) -> pl.DataFrame:
+    """`rows` longest first (`by`), ties in time and event order (`then`, those present):
+    the same evidence on every run. (A sort on the length alone left ties in whatever order
+    the group-bys and joins before it produced, which changed from run to run.)"""
+    keys = [by, *(c for c in then if c in rows.columns)]
+    return rows.sort(keys, descending=[True] + [False] * (len(keys) - 1), nulls_last=True)
+
+
+def longest_gaps(gaps: pl.DataFrame) -> pl.DataFrame:
+    """Idle gaps (`gaps.GAP_SCHEMA` rows) longest first, ties by start, device and stream."""
+    return longest(gaps, "gap_ns", ("start_ns", "device", "stream"))
