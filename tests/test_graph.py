@@ -255,6 +255,11 @@ def test_real_alexnet_uses_sync_records():
     dep = build_graph(load_cached(real_trace("a100_alexnet_cuda_sync.json.gz")))
     assert dep.sync_records > 0
     assert (dep.syncs["source"] == "record").sum() > 0
+    # in call order, and the sync edges too (they followed a hash table's order, which changed
+    # from run to run)
+    assert dep.syncs["eid"].is_sorted() and dep.syncs.height > 1
+    waited = dep.syncs.filter(pl.col("gpu_eid").is_not_null())["eid"]
+    assert _edges(dep, "sync")["eid"].to_list() == waited.to_list()
     assert dep.edge_counts["cross_stream"] > 0
     assert nx.is_directed_acyclic_graph(dep.graph)
     assert not dep.edges.select("src", "dst").is_duplicated().any()

@@ -57,6 +57,7 @@ from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
 from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, Trace
@@ -166,21 +167,24 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     syncs = sync_waits(trace, slices, work, tolerance_ns=sync_tolerance_ns, min_blocking_ns=min_blocking_ns)
     points, lanes = _points(nested)
     gpu_base = points.height
-    work = work.sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
-        s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1)
-    launched = work.filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique()
-    callers = links.select(eid="launch_eid").drop_nulls().unique()
+    work = work.lazy().sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
+        s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1
+    ).collect(engine=ENGINE)
+    launched = work.lazy().filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique().collect(engine=ENGINE)
+    callers = links.lazy().select(eid="launch_eid").drop_nulls().unique().collect(engine=ENGINE)
     segments, anchors = _segments(points, lanes, nested, syncs, launched, callers, idle_gap_ns)
     gpu = _gpu_edges(work)
     # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
     # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
     # first kept (no unique over every edge)
-    cross = cross_stream_edges(trace, slices, work).unique(["src", "dst"], keep="first", maintain_order=True)
-    cross = cross.join(gpu.filter(pl.col("kind") == "stream").select("src", "dst"), on=["src", "dst"], how="anti",
-                       maintain_order="left")
-    parts = [gpu, _sync_edges(syncs, work, points, lanes, slices), _launch_edges(work, points), cross,
+    cross = cross_stream_edges(trace, slices, work).lazy().unique(["src", "dst"], keep="first", maintain_order=True)
+    cross = cross.join(gpu.lazy().filter(pl.col("kind") == "stream").select("src", "dst"), on=["src", "dst"],
+                       how="anti", maintain_order="left")
+    parts = [gpu.lazy(), _sync_edges(syncs, work, points, lanes, slices), _launch_edges(work, points), cross,
              _chain_edges(segments, anchors, lanes)]
-    edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts])
+    # one plan for the edges of every kind (each builder's steps, run one by one, paid
+    # Polars' fixed cost again)
+    edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts]).collect(engine=ENGINE)
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
     del parts, gpu, cross, points, work  # (the edges' pieces stay with `edges` until it is made one chunk)
@@ -361,16 +365,17 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
                                                                how="left")
 
 
-def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series) -> pl.DataFrame:
+def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series) -> pl.LazyFrame:
     """One edge per pair of consecutive anchors on a thread: the sum of the pieces between."""
-    sums = segments.group_by("src").agg(weight_ns=pl.col("weight_ns").sum())
+    sums = segments.lazy().group_by("src").agg(weight_ns=pl.col("weight_ns").sum())
     same = pl.col("_thread") == pl.col("_thread").shift(-1)
-    pairs = anchors.sort("node").with_columns(
+    pairs = anchors.lazy().sort("node").with_columns(
         dst=pl.when(same).then(pl.col("node").shift(-1)), _end=pl.when(same).then(pl.col("t").shift(-1)))
-    pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left")
+    pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left",
+                                                           maintain_order="left")
     return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns=pl.col("weight_ns").fill_null(0),
                         start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
-                        name=pl.lit(None, STR), lane=lanes.gather(pairs["_thread"]), inferred=pl.lit(False),
+                        name=pl.lit(None, STR), lane=_lane(lanes), inferred=pl.lit(False),
                         src_eid=pl.lit(None, I64))
 
 
@@ -378,35 +383,41 @@ def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series
 
 def _gpu_edges(work: pl.DataFrame) -> pl.DataFrame:
     lane = pl.format("gpu:{}:{}", "device", "stream")
-    own = work.select(src="s_node", dst="e_node", kind=pl.lit("gpu", KIND), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
+    rows = work.lazy()
+    own = rows.select(src="s_node", dst="e_node", kind=pl.lit("gpu", KIND), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
                       start_ns="ts_ns", end_ns="end_ns", cls="cls", eid="eid", name="name", lane=lane,
                       inferred=pl.lit(False), src_eid="eid")
     same = (pl.col("device") == pl.col("device").shift(-1)) & (pl.col("stream") == pl.col("stream").shift(-1))
-    nxt = work.with_columns(_dst=pl.col("s_node").shift(-1), _t=pl.col("ts_ns").shift(-1),
+    nxt = rows.with_columns(_dst=pl.col("s_node").shift(-1), _t=pl.col("ts_ns").shift(-1),
                             _eid=pl.col("eid").shift(-1), _name=pl.col("name").shift(-1)).filter(same)
     order = nxt.select(src="e_node", dst="_dst", kind=pl.lit("stream", KIND), weight_ns=pl.lit(0, I64), start_ns="end_ns",
                        end_ns="_t", cls=pl.lit("idle", CLASS), eid="_eid", name="_name", lane=lane, inferred=pl.lit(False),
                        src_eid="eid")
-    return pl.concat([own, order])
+    return pl.concat([own, order]).collect(engine=ENGINE)
 
 
-def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
-    starts = points.filter("opening").select(launch_eid="eid", src="node", _t="t")
-    rows = work.join(starts, on="launch_eid", how="inner")
+def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.LazyFrame:
+    starts = points.lazy().filter("opening").select(launch_eid="eid", src="node", _t="t")
+    rows = work.lazy().join(starts, on="launch_eid", how="inner")
     return rows.select("src", dst="s_node", kind=pl.lit("launch", KIND), weight_ns=pl.lit(0, I64), start_ns="_t",
                        end_ns="ts_ns", cls=pl.lit("launch_overhead", CLASS), eid="eid", name="name",
                        lane=pl.format("gpu:{}:{}", "device", "stream"), inferred=pl.lit(False), src_eid="launch_eid")
 
 
 def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, lanes: pl.Series,
-                slices: pl.DataFrame) -> pl.DataFrame:
-    ends = points.filter(~pl.col("opening")).select("eid", "_thread", dst="node", end_ns="t")
-    rows = syncs.filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid").join(
-        work.select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid").join(
-        slices.select("eid", "name"), on="eid", how="left")
+                slices: pl.DataFrame) -> pl.LazyFrame:
+    ends = points.lazy().filter(~pl.col("opening")).select("eid", "_thread", dst="node", end_ns="t")
+    rows = syncs.lazy().filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid", maintain_order="left").join(
+        work.lazy().select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid", maintain_order="left").join(
+        slices.lazy().select("eid", "name"), on="eid", how="left", maintain_order="left")  # in the calls' order
     return rows.select("src", "dst", kind=pl.lit("sync", KIND), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
-                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane=lanes.gather(rows["_thread"]),
+                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane=_lane(lanes),
                        inferred="inferred", src_eid="gpu_eid")
+
+
+def _lane(lanes: pl.Series) -> pl.Expr:
+    """The lane text of each row's `_thread` (the threads' ranks index `lanes`)."""
+    return pl.lit(lanes).gather(pl.col("_thread"))
 
 
 def _records(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
@@ -422,20 +433,22 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
     Named sync calls that waited for nothing get a row with a null `gpu_eid` and the whole
     call as `tail_ns` (pure sync overhead).
     """
-    calls = slices.filter((pl.col("role") == "runtime") & (pl.col("end_ns") > pl.col("ts_ns"))).with_columns(
-        kind=sync_kind(pl.col("name")))
+    calls = slices.lazy().filter((pl.col("role") == "runtime") & (pl.col("end_ns") > pl.col("ts_ns"))).with_columns(
+        kind=sync_kind(pl.col("name"))).collect(engine=ENGINE)
     if calls.is_empty() or work.is_empty():
         named = calls.filter(pl.col("kind").is_not_null())
         return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
-                            inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA)
-    rec = (trace.gpu.filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
-           .unique("correlation", keep="first")
+                            inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA).sort("eid")
+    # one plan: each step run eagerly paid Polars' fixed cost again (40 operations)
+    rec = (trace.gpu.lazy().filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
+           .unique("correlation", keep="first", maintain_order=True)
            .select("correlation", r_device="device", r_stream="stream", r_kind=pl.coalesce("sync_kind", "name")))
-    calls = calls.join(rec, on="correlation", how="left")
-    right = work.select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
-                        w_launch="launch_ts_ns").sort("_t")
-    left = calls.with_columns(_t=pl.col("end_ns")).sort("_t")
-    own = calls.join(work.select("launch_eid", gpu_eid="eid", w_end="end_ns"), left_on="eid", right_on="launch_eid")
+    calls_ = calls.lazy().join(rec, on="correlation", how="left", maintain_order="left")
+    right = work.lazy().select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
+                               w_launch="launch_ts_ns").sort("_t")
+    left = calls_.with_columns(_t=pl.col("end_ns")).sort("_t")
+    own = calls_.join(work.lazy().select("launch_eid", gpu_eid="eid", w_end="end_ns"), left_on="eid",
+                      right_on="launch_eid")
     own = own.filter(pl.col("w_end") <= pl.col("end_ns")).sort(["w_end", "gpu_eid"], descending=[True, False]).unique(
         "eid", keep="first")
     stream_rec = left.filter(pl.col("r_kind") == "Stream Sync").join_asof(
@@ -450,6 +463,7 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
     dur = pl.col("end_ns") - pl.col("ts_ns")
     timed = ((dur >= min_blocking_ns) & (pl.col("end_ns") - pl.col("w_end") <= tolerance_ns)
              & (2 * (pl.col("w_end") - pl.col("ts_ns")) >= dur))
+    cols = ["eid", "gpu_eid", "w_end", "end_ns", "inferred", "source"]
     picks = [
         own.filter(pl.col("w_end").is_between(pl.col("ts_ns"), pl.col("end_ns"))).with_columns(inferred=pl.lit(False), source=pl.lit("own_work")),
         pl.concat([stream_rec, dev_rec], how="diagonal_relaxed").filter(waited).with_columns(
@@ -458,31 +472,31 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
         anywhere.filter(waited & pl.col("kind").is_null() & timed).with_columns(
             inferred=pl.lit(True), source=pl.lit("timing")),
     ]
-    cols = ["eid", "gpu_eid", "w_end", "end_ns", "inferred", "source"]
     found = pl.concat([p.select(cols) for p in picks], how="vertical_relaxed").unique("eid", keep="first",
                                                                                      maintain_order=True)
     found = found.select("eid", "gpu_eid", tail_ns=pl.col("end_ns") - pl.col("w_end"), inferred="inferred",
                          source="source")
-    idle = calls.filter(pl.col("kind").is_not_null()).join(found, on="eid", how="anti").select(
+    idle = calls.lazy().filter(pl.col("kind").is_not_null()).join(found, on="eid", how="anti").select(
         "eid", gpu_eid=pl.lit(None, I64), tail_ns=dur, inferred=pl.lit(False), source=pl.lit("name"))
-    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)])
+    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)]).sort("eid").collect(engine=ENGINE)  # (in call order)
 
 
 def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     """Edges from the work an event recorded to the first work that waited on it (EDGE_SCHEMA)."""
-    rt = slices.filter(pl.col("role") == "runtime")
-    waits = rt.filter(pl.col("name").str.contains(STREAM_WAIT_CALL))
-    launched = work.filter(pl.col("launch_ts_ns").is_not_null()).select(
+    rt = slices.lazy().filter(pl.col("role") == "runtime")
+    waits = rt.filter(pl.col("name").str.contains(STREAM_WAIT_CALL)).collect(engine=ENGINE)
+    if waits.is_empty() or work.is_empty() or work["launch_ts_ns"].is_null().all():
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    launched = work.lazy().filter(pl.col("launch_ts_ns").is_not_null()).select(
         pid="launch_pid", tid="launch_tid", _t="launch_ts_ns", device="device", stream="stream", s_node="s_node",
         e_node="e_node", t_s="ts_ns", t_e="end_ns", g_eid="eid", g_name="name").sort("_t")
-    if waits.is_empty() or launched.is_empty():
-        return pl.DataFrame(schema=EDGE_SCHEMA)
     kind = pl.coalesce("sync_kind", "name")
-    recs = trace.gpu.filter((pl.col("cat") == "cuda_sync") & kind.str.contains("Wait Event")).select(
+    recs = trace.gpu.lazy().filter((pl.col("cat") == "cuda_sync") & kind.str.contains("Wait Event")).select(
         "correlation", device="device", w_stream="stream",
         on_stream=pl.col("args").str.json_path_match("$.wait_on_stream").cast(I64, strict=False),
         rec_corr=pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(I64, strict=False))
-    calls = waits.join(recs.unique("correlation"), on="correlation", how="left")
+    calls = waits.lazy().join(recs.unique("correlation", keep="first", maintain_order=True), on="correlation", how="left",
+                              maintain_order="left")
     known = calls.filter(pl.col("on_stream").is_not_null()).join(
         rt.select(rec_corr="correlation", rec_ts="ts_ns").drop_nulls(), on="rec_corr", how="inner")
     src = known.sort("rec_ts").join_asof(
@@ -494,12 +508,12 @@ def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -
     dst = dst.select("src", "dst", "s_t", "d_t", "s_eid", "d_eid", "d_name", d_device="device", d_stream="w_stream",
                      inferred=pl.lit(False))
     guessed = _guessed_waits(calls.filter(pl.col("on_stream").is_null()), rt, launched)
-    both = pl.concat([dst.cast(guessed.schema), guessed]).filter(
+    both = pl.concat([dst.cast(_GUESS_SCHEMA), guessed]).filter(
         pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("s_t") <= pl.col("d_t")))
     return both.select("src", "dst", kind=pl.lit("cross_stream", KIND), weight_ns=pl.lit(0, I64), start_ns="s_t",
                        end_ns="d_t", cls=pl.lit("idle", CLASS), eid="d_eid", name="d_name",
                        lane=pl.format("gpu:{}:{}", "d_device", "d_stream"), inferred="inferred",
-                       src_eid="s_eid").cast(EDGE_SCHEMA)
+                       src_eid="s_eid").cast(EDGE_SCHEMA).collect(engine=ENGINE)
 
 
 _GUESS_SCHEMA: dict[str, pl.DataType] = {
@@ -508,12 +522,10 @@ _GUESS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _guessed_waits(calls: pl.DataFrame, rt: pl.DataFrame, launched: pl.DataFrame) -> pl.DataFrame:
+def _guessed_waits(calls: pl.LazyFrame, rt: pl.LazyFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Waits without a record: the thread's last event record before the wait; the work the
     thread launched before that record (recorded stream) and after the wait (waiting stream)."""
     recs = rt.filter(pl.col("name").str.contains(EVENT_RECORD_CALL)).select("pid", "tid", rec_ts="ts_ns")
-    if calls.is_empty():
-        return pl.DataFrame(schema=_GUESS_SCHEMA)
     # no record call on the thread before the wait (some traces do not list them): the wait itself
     calls = calls.select("pid", "tid", "ts_ns").sort("ts_ns").join_asof(
         recs.sort("rec_ts"), left_on="ts_ns", right_on="rec_ts", by=["pid", "tid"], strategy="backward",
