@@ -55,6 +55,7 @@ import polars as pl
 from tracekit.analysis import intervals
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
@@ -121,8 +122,8 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     found = _evidence(found, trace, work, links)
     found = found.with_columns(cause=_cause(min_gap_ns))
     found = _blame(found, trace)
-    out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA).sort("scope", "device", "stream", "start_ns",
-                                                                 nulls_last=False)
+    out = found.lazy().select(list(GAP_SCHEMA)).cast(GAP_SCHEMA).sort(
+        "scope", "device", "stream", "start_ns", nulls_last=False).collect(engine=ENGINE)
     totals = _totals(out)
     dev = totals.filter(pl.col("scope") == "device")
     by_cause = {c: 0 for c in CAUSES} | dict(dev.group_by("cause").agg(pl.col("total_ns").sum()).rows())
@@ -140,9 +141,10 @@ def _find(rows: pl.DataFrame, bounds: pl.DataFrame, work: pl.DataFrame) -> pl.Da
     keys = [*WINDOW_KEYS, "stream"]
     sbounds = sbounds.select(*keys, "window_start_ns", "window_end_ns")
     per = intervals.gaps(rows, sbounds, by=keys).with_columns(scope=pl.lit("stream"))
-    both = pl.concat([dev.select(per.columns), per])
-    return both.join(names, on=WINDOW_KEYS, how="left", nulls_equal=True).with_row_index("gid").with_columns(
-        pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns"))
+    both = pl.concat([dev.lazy().select(per.columns), per.lazy()])
+    return both.join(names.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left").with_row_index(
+        "gid").with_columns(pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns")).collect(
+        engine=ENGINE)
 
 
 def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
@@ -186,10 +188,11 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
         "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
         "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
     }
+    out = found.lazy()
     for col, part in parts.items():
-        found = found.join(part.rename({"qid": "gid", "covered_ns": col}), on="gid", how="left").with_columns(
-            pl.col(col).fill_null(0))
-    return found
+        out = out.join(part.lazy().rename({"qid": "gid", "covered_ns": col}), on="gid", how="left",
+                       maintain_order="left")
+    return out.with_columns(pl.col(list(parts)).fill_null(0)).collect(engine=ENGINE)
 
 
 def _blocking(trace: Trace) -> pl.DataFrame:
@@ -251,11 +254,12 @@ def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
         "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
                              & pl.col("name").str.contains(MODULE)),
     }
+    out = found.lazy()
     for col, slices in kinds.items():
         inner = _innermost(points, slices.select(cols))
-        inner = inner.rename({"name": col, "eid": f"{col}_eid"})
-        found = found.join(inner, on="gid", how="left")
-    return found
+        out = out.join(inner.lazy().rename({"name": col, "eid": f"{col}_eid"}), on="gid", how="left",
+                       maintain_order="left")
+    return out.collect(engine=ENGINE)
 
 
 def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:

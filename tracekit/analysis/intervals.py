@@ -55,11 +55,11 @@ def union(frame: pl.DataFrame, *, by: Sequence[str] = (), start: str = "ts_ns",
     """Merged intervals per group: columns `by..., start_ns, end_ns`, sorted by group and start."""
     if frame.is_empty():
         return pl.DataFrame(schema={**_key_schema(frame, by), "start_ns": I64, "end_ns": I64})
-    return _union(frame.lazy(), list(by), start, end).collect(engine=ENGINE)
+    return union_plan(frame.lazy(), list(by), start, end).collect(engine=ENGINE)
 
 
-def _union(rows: pl.LazyFrame, by: list[str], start: str, end: str) -> pl.LazyFrame:
-    """`union` as one plan: a plan of a few steps costs a fraction of those steps run one
+def union_plan(rows: pl.LazyFrame, by: list[str], start: str = "ts_ns", end: str = "end_ns") -> pl.LazyFrame:
+    """`union` as a plan (for a caller's larger plan). One plan: a plan of a few steps costs a fraction of those steps run one
     by one (each eager step pays Polars' planning and its thread pool's hand-over again:
     2-2.7 ms against 0.8-1.6 ms for a union of 1 to 5,000 rows)."""
     rows = rows.select(*by, start_ns=pl.col(start).cast(I64), end_ns=pl.max_horizontal(start, end).cast(I64))
@@ -83,7 +83,7 @@ def union_ns(frame: pl.DataFrame, *, by: Sequence[str], start: str = "ts_ns",
              end: str = "end_ns") -> pl.DataFrame:
     """Length of the union per group: columns `by..., union_ns` (groups with rows only)."""
     keys = list(by)
-    merged = _union(frame.lazy(), keys, start, end)
+    merged = union_plan(frame.lazy(), keys, start, end)
     lengths = merged.group_by(keys).agg(union_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
     return lengths.cast({"union_ns": I64}).sort(keys).collect(engine=ENGINE)
 
@@ -92,7 +92,7 @@ def total_union_ns(frame: pl.DataFrame, *, start: str = "ts_ns", end: str = "end
     """Length of the union of all the intervals of the frame, in ns (0 when empty)."""
     if frame.is_empty():
         return 0
-    merged = _union(frame.lazy(), [], start, end)
+    merged = union_plan(frame.lazy(), [], start, end)
     return int(merged.select((pl.col("end_ns") - pl.col("start_ns")).sum()).collect(engine=ENGINE).item() or 0)
 
 
@@ -141,7 +141,7 @@ def gaps(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Sequenc
     if bounds is not None and bounds.is_empty():
         return pl.DataFrame(schema=schema)
     keys = list(by) or [_KEY]
-    merged = _union(_keyed(frame.lazy(), by), keys, start, end)
+    merged = union_plan(_keyed(frame.lazy(), by), keys, start, end)
     if bounds is None:
         win = merged.group_by(keys).agg(window_start_ns=pl.col("start_ns").min(),
                                         window_end_ns=pl.col("end_ns").max())
@@ -188,7 +188,7 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
     if queries.is_empty() or intervals.is_empty():
         return pl.DataFrame(schema=out_schema)
     keys = list(on) or [_KEY]
-    merged = _keyed(_union(intervals.lazy(), list(on), start, end).drop_nulls(list(on)), on)
+    merged = _keyed(union_plan(intervals.lazy(), list(on), start, end).drop_nulls(list(on)), on)
     queries = _keyed(queries.lazy().filter(pl.col("q_end_ns") > pl.col("q_start_ns")).drop_nulls(list(on)), on)
     # merged runs are disjoint and apart, so both their starts and their ends rise; per key,
     # `_n` counts the runs up to one and `_cum` sums their lengths

@@ -24,7 +24,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import union
+from tracekit.analysis.intervals import union_plan
+from tracekit.analysis.shared import ENGINE
 from tracekit.model import GPU_WORK_CATS, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -49,26 +50,24 @@ BUSY_SCHEMA: dict[str, pl.DataType] = {"window_eid": I64, "device": I64, "start_
 
 def work_rows(trace: Trace) -> pl.DataFrame:
     """The GPU work rows (WORK_SCHEMA); an end before the start is read as the start."""
-    # the columns first: a filter copies every column it keeps
-    work = trace.gpu.select("eid", "cat", "name", "device", "stream", "ts_ns", "end_ns").filter(
-        pl.col("cat").is_in(GPU_WORK_CATS) & pl.col("ts_ns").is_not_null())
+    work = trace.gpu.lazy().filter(pl.col("cat").is_in(GPU_WORK_CATS) & pl.col("ts_ns").is_not_null())
     return work.select(
         "eid", "cat", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"),
-    ).cast(WORK_SCHEMA)
+    ).cast(WORK_SCHEMA).collect(engine=ENGINE)
 
 
 def device_bounds(work: pl.DataFrame, windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """One window per device (BOUNDS_SCHEMA): its span, or each of `windows` per device."""
     if windows is None:
-        spans = work.group_by("device").agg(window_start_ns=pl.col("ts_ns").min(),
-                                            window_end_ns=pl.col("end_ns").max())
+        spans = work.lazy().group_by("device").agg(window_start_ns=pl.col("ts_ns").min(),
+                                                   window_end_ns=pl.col("end_ns").max())
         out = spans.with_columns(window_eid=pl.lit(None, I64), window_name=pl.lit(None, STR))
     else:
-        devices = work.select("device").unique()
-        out = windows.select("window_eid", "window_name", "window_start_ns", "window_end_ns").join(
+        devices = work.lazy().select("device").unique()
+        out = windows.lazy().select("window_eid", "window_name", "window_start_ns", "window_end_ns").join(
             devices, how="cross")
-    return out.select(list(BOUNDS_SCHEMA)).cast(BOUNDS_SCHEMA).sort("device", "window_start_ns")
+    return out.select(list(BOUNDS_SCHEMA)).cast(BOUNDS_SCHEMA).sort("device", "window_start_ns").collect(engine=ENGINE)
 
 
 FEW_WINDOWS = 32  # windows per device up to which `windowed` pairs rows by a plain join (an
@@ -84,19 +83,19 @@ def windowed(work: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={**WORK_SCHEMA, **BOUNDS_SCHEMA})
     per_device = bounds.group_by("device").len()["len"].max()
     if per_device <= FEW_WINDOWS:  # each row against each window of its device: a plain join
-        pairs = work.join(bounds, on="device", how="inner", maintain_order="left").filter(
+        pairs = work.lazy().join(bounds.lazy(), on="device", how="inner", maintain_order="left").filter(
             (pl.col("ts_ns") <= pl.col("window_end_ns")) & (pl.col("end_ns") >= pl.col("window_start_ns")))
     else:
         right = bounds.rename({"device": "_device"})
         pairs = work.join_where(right, pl.col("ts_ns") <= pl.col("window_end_ns"),
-                                pl.col("end_ns") >= pl.col("window_start_ns"))
+                                pl.col("end_ns") >= pl.col("window_start_ns")).lazy()
         pairs = pairs.filter(pl.col("device") == pl.col("_device")).drop("_device")
     overlaps = (pl.col("ts_ns") < pl.col("window_end_ns")) & (pl.col("end_ns") > pl.col("window_start_ns"))
     inside = overlaps | (pl.col("ts_ns") == pl.col("end_ns"))
     return pairs.filter(inside).with_columns(
         pl.max_horizontal("ts_ns", "window_start_ns").alias("ts_ns"),
         pl.min_horizontal("end_ns", "window_end_ns").alias("end_ns"),
-    )
+    ).collect(engine=ENGINE)
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def timeline(trace: Trace, *, windows: pl.DataFrame | None = None,
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
     rows = windowed(work, bounds)
-    busy = union(rows, by=WINDOW_KEYS).select(list(BUSY_SCHEMA)).cast(BUSY_SCHEMA)
+    busy = union_plan(rows.lazy(), WINDOW_KEYS).select(list(BUSY_SCHEMA)).cast(BUSY_SCHEMA).collect(engine=ENGINE)
     devices = _devices(rows, busy, bounds)
     streams = _streams(rows, bounds)
     span, busy_ns = int(devices["span_ns"].sum() or 0), int(devices["busy_ns"].sum() or 0)
@@ -135,7 +134,7 @@ def timeline(trace: Trace, *, windows: pl.DataFrame | None = None,
                     busy_ns=busy_ns, idle_ns=span - busy_ns, utilisation=busy_ns / span if span else None)
 
 
-def _with_idle(frame: pl.DataFrame) -> pl.DataFrame:
+def _with_idle(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.with_columns(
         busy_ns=pl.col("busy_ns").fill_null(0), activities=pl.col("activities").fill_null(0),
         span_ns=pl.col("window_end_ns") - pl.col("window_start_ns"),
@@ -146,22 +145,23 @@ def _with_idle(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _devices(rows: pl.DataFrame, busy: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
-    per = busy.group_by(WINDOW_KEYS).agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
-    counts = rows.group_by(WINDOW_KEYS).agg(activities=pl.len(), streams=pl.col("stream").n_unique())
-    out = bounds.join(per, on=WINDOW_KEYS, how="left", nulls_equal=True).join(
+    per = busy.lazy().group_by(WINDOW_KEYS).agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    counts = rows.lazy().group_by(WINDOW_KEYS).agg(activities=pl.len(), streams=pl.col("stream").n_unique())
+    out = bounds.lazy().join(per, on=WINDOW_KEYS, how="left", nulls_equal=True).join(
         counts, on=WINDOW_KEYS, how="left", nulls_equal=True)
     out = _with_idle(out).with_columns(
         start_ns=pl.col("window_start_ns"), end_ns=pl.col("window_end_ns"),
         streams=pl.col("streams").fill_null(0))
-    return out.select(list(DEVICE_SCHEMA)).cast(DEVICE_SCHEMA).sort("device", "start_ns", "window_eid")
+    return out.select(list(DEVICE_SCHEMA)).cast(DEVICE_SCHEMA).sort("device", "start_ns", "window_eid").collect(
+        engine=ENGINE)
 
 
 def _streams(rows: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     keys = [*WINDOW_KEYS, "stream"]
-    merged = union(rows, by=keys)
+    merged = union_plan(rows.lazy(), keys)
     per = merged.group_by(keys).agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
-    counts = rows.group_by(keys).agg(activities=pl.len())
+    counts = rows.lazy().group_by(keys).agg(activities=pl.len())
     out = counts.join(per, on=keys, how="left", nulls_equal=True).join(
-        bounds, on=WINDOW_KEYS, how="left", nulls_equal=True)
+        bounds.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True)
     return _with_idle(out).select(list(STREAM_SCHEMA)).cast(STREAM_SCHEMA).sort(
-        "device", "stream", "window_eid")
+        "device", "stream", "window_eid").collect(engine=ENGINE)
