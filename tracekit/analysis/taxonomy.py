@@ -43,6 +43,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis import shared
+from tracekit.analysis.shared import ENGINE
 
 KERNEL_CLASSES: tuple[str, ...] = (
     "gemm", "conv", "attention", "softmax", "normalization", "elementwise", "reduction",
@@ -309,7 +310,8 @@ def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
     analyses that classify the same kernel names reuse the rows found before.
     """
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
-    frame = series.cast(pl.String()).rename("name").drop_nulls().unique().sort().to_frame()
+    frame = series.to_frame().lazy().select(pl.first().cast(pl.String()).alias("name")).drop_nulls().unique().sort(
+        "name").collect(engine=ENGINE)
     memo = shared.store()
     if memo is None:
         return _classify(frame)
@@ -327,7 +329,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     """The taxonomy attributes of a frame of unique names (CLASSIFICATION_SCHEMA)."""
     tiled = pl.col("kernel_class").is_in(TILED_CLASSES)
     return (
-        frame.with_columns(_key=pl.col("name").str.replace_all(r"(?i)fbgemm", "fbg"))
+        frame.lazy().with_columns(_key=pl.col("name").str.replace_all(r"(?i)fbgemm", "fbg"))
         .with_columns(
             kernel_class=_first_match(CLASS_RULES, "other", pl.String(), "_key"),
             library=_first_match(LIBRARY_RULES, "unknown", pl.String()),
@@ -343,6 +345,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(tensor_cores=_tensor_cores())
         .select(list(CLASSIFICATION_SCHEMA))
         .cast(CLASSIFICATION_SCHEMA)
+        .collect(engine=ENGINE)
     )
 
 
@@ -356,10 +359,10 @@ def _kernel_rows(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataF
     return gpu.filter(pl.col("cat").str.to_lowercase().is_in(cats))
 
 
-def _with_classes(rows: pl.DataFrame) -> pl.DataFrame:
+def _with_classes(rows: pl.DataFrame) -> pl.LazyFrame:
     """`rows` with the taxonomy columns joined on by name (null names: other/unknown)."""
     classes = classify_names(rows["name"])
-    return rows.join(classes, on="name", how="left").with_columns(
+    return rows.lazy().join(classes.lazy(), on="name", how="left", maintain_order="left").with_columns(
         pl.col("kernel_class").fill_null("other"), pl.col("library").fill_null("unknown")
     )
 
@@ -376,7 +379,7 @@ def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
     standard deviation over the calls in the trace, `cv = std_ns / mean_ns` (0 for one call
     or an all-zero duration), `share` = `total_ns` / total kernel time of the frame.
     """
-    stats = _kernel_rows(gpu).group_by("name").agg(
+    stats = _kernel_rows(gpu).lazy().group_by("name").agg(
         count=pl.len(),
         total_ns=pl.col("dur_ns").sum(),
         mean_ns=pl.col("dur_ns").mean(),
@@ -385,7 +388,7 @@ def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
         max_ns=pl.col("dur_ns").max(),
         std_ns=pl.col("dur_ns").std(ddof=0),
     )
-    table = _with_classes(stats)
+    table = _with_classes(stats.collect(engine=ENGINE))
     return (
         table.with_columns(
             cv=pl.when(pl.col("mean_ns") > 0).then(pl.col("std_ns") / pl.col("mean_ns"))
@@ -395,6 +398,7 @@ def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
         .select(list(KERNEL_TABLE_SCHEMA))
         .cast(KERNEL_TABLE_SCHEMA)
         .sort(["total_ns", "name"], descending=[True, False], nulls_last=True)
+        .collect(engine=ENGINE)
     )
 
 
@@ -413,6 +417,7 @@ def class_table(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFr
         .select(list(CLASS_TABLE_SCHEMA))
         .cast(CLASS_TABLE_SCHEMA)
         .sort(["total_ns", "kernel_class"], descending=[True, False])
+        .collect(engine=ENGINE)
     )
 
 
@@ -424,7 +429,7 @@ def tensor_core_share(gpu: pl.DataFrame) -> float | None:
     """
     rows = _with_classes(_kernel_rows(gpu)).filter(
         pl.col("kernel_class").is_in(["gemm", "conv"])
-    )
+    ).select("dur_ns", "tensor_cores").collect(engine=ENGINE)
     total = rows["dur_ns"].sum()
     if rows.is_empty() or not total:
         return None
