@@ -24,11 +24,13 @@ import sys
 import tempfile
 import threading
 import warnings
-from multiprocessing.connection import Connection, Pipe
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.loader.batch import bracketed, encode_error, pack, piece_batch, unpack
 from tracekit.loader.events import PieceError
+
+if TYPE_CHECKING:  # (imported where a helper starts: 17-20 ms that most loads never need)
+    from multiprocessing.connection import Connection
 
 MIN_BYTES_FOR_HELPER = 24 * 1024 * 1024  # below this, forking costs more than it saves
 GZIP_RATIO = 12  # a guess at decompressed/compressed size, to decide before reading
@@ -164,6 +166,8 @@ class Helper(_Results):
 
     def __init__(self) -> None:
         self.dir = _scratch_dir()
+        from multiprocessing.connection import Pipe
+
         to_child_r, to_child_w = Pipe(duplex=False)
         from_child_r, from_child_w = Pipe(duplex=False)
         with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
