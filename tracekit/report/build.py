@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -35,20 +36,14 @@ class ReportOptions:
 def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis: Analysis | None = None) -> Report:
     opts = options or ReportOptions()
     a = analysis or analyse(trace, options=opts.analysis)
-    secs: list[Section | None] = [
-        timeline_section(a, opts),
-        sections.gpu_section(a, top=opts.top),
-        sections.gaps_section(a, top=opts.top),
-        extras.critical_path_section(a),
-        extras.attention_section(a, top=opts.top),
-        sections.ops_section(a, top=opts.top),
-        sections.windows_section(a, top=opts.top),
-        sections.launch_section(a, top=opts.top),
-        sections.sync_section(a, top=opts.top),
-        sections.occupancy_section(a, top=opts.top),
-        extras.roofline_section(a, top=opts.top),
-        sections.memory_section(a, top=opts.top),
-    ]
+    # the timelines (most of the build's time) are drawn on two threads while this one
+    # makes the other sections: the analyses are done, so the second core is free, and
+    # Polars and the pixel runs release the GIL
+    # (two workers: the timeline section's task waits for the zoom's, which takes the other)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-report") as pool:
+        timelines = pool.submit(timeline_section, a, opts, pool)
+        secs = [*_sections(a, opts)]
+        secs.insert(0, timelines.result())
     name = Path(trace.meta.path).name or "trace"
     return Report(
         title=f"tracekit report: {name}",
@@ -63,6 +58,23 @@ def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis
         perfetto=_perfetto(name),
         generator=f"tracekit {__version__}",
     )
+
+
+def _sections(a: Analysis, opts: ReportOptions) -> list[Section | None]:
+    """Every section after the timeline, in page order."""
+    return [
+        sections.gpu_section(a, top=opts.top),
+        sections.gaps_section(a, top=opts.top),
+        extras.critical_path_section(a),
+        extras.attention_section(a, top=opts.top),
+        sections.ops_section(a, top=opts.top),
+        sections.windows_section(a, top=opts.top),
+        sections.launch_section(a, top=opts.top),
+        sections.sync_section(a, top=opts.top),
+        sections.occupancy_section(a, top=opts.top),
+        extras.roofline_section(a, top=opts.top),
+        sections.memory_section(a, top=opts.top),
+    ]
 
 
 def _subtitle(trace: Trace) -> str:
@@ -164,7 +176,8 @@ def _findings(a: Analysis) -> list[Finding]:
     return out
 
 
-def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
+def timeline_section(a: Analysis, opts: ReportOptions, pool: Executor | None = None) -> Section | None:
+    """The whole trace's timeline and the zoomed one (drawn on `pool` meanwhile, if given)."""
     trace = a.trace
     dev = a.timeline.devices
     if dev.is_empty():
@@ -175,11 +188,15 @@ def timeline_section(a: Analysis, opts: ReportOptions) -> Section | None:
     else:
         t0, t1 = int(dev["start_ns"].min()), int(dev["end_ns"].max())
     idle_and_path = _idle_and_path_lanes(a)  # the same for both timelines: made once
-    tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts, idle_and_path)]
     zoom = _zoom_window(a, opts.zoom)
+    zoomed = None
     if zoom is not None:
         name, z0, z1 = zoom
-        tls.append(_timeline(a, "timeline-zoom", f"Zoom: {name}", z0, z1, opts, idle_and_path))
+        args = (a, "timeline-zoom", f"Zoom: {name}", z0, z1, opts, idle_and_path)
+        zoomed = pool.submit(_timeline, *args) if pool is not None else _timeline(*args)
+    tls = [_timeline(a, "timeline-all", "Whole trace", t0, t1, opts, idle_and_path)]
+    if zoomed is not None:
+        tls.append(zoomed.result() if isinstance(zoomed, Future) else zoomed)
     return Section(id="timeline", title="Timeline", timelines=tls,
                    intro="GPU streams coloured by kernel class, each device's idle time coloured by cause, the busiest "
                          "CPU threads (ops, launch calls, blocking syncs) and the critical path. Each pixel column shows "
