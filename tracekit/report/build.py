@@ -38,12 +38,12 @@ def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis
     a = analysis or analyse(trace, options=opts.analysis)
     # the timelines (most of the build's time) are drawn on two threads while this one
     # makes the other sections: the analyses are done, so the second core is free, and
-    # Polars and the pixel runs release the GIL
-    # (two workers: the timeline section's task waits for the zoom's, which takes the other)
+    # Polars and the pixel runs release the GIL. (Two workers: the timeline section's task
+    # waits for the zoom's, which takes the other.)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-report") as pool:
         timelines = pool.submit(timeline_section, a, opts, pool)
-        secs = [*_sections(a, opts)]
-        secs.insert(0, timelines.result())
+        rest = _sections(a, opts)
+        secs = [timelines.result(), *rest]
     name = Path(trace.meta.path).name or "trace"
     return Report(
         title=f"tracekit report: {name}",
