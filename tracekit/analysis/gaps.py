@@ -55,6 +55,7 @@ import polars as pl
 from tracekit.analysis import intervals
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
@@ -106,7 +107,7 @@ class Gaps:
         return {
             "min_gap_ns": self.min_gap_ns, "idle_ns": self.idle_ns, "by_cause": self.by_cause,
             "totals": self.totals.to_dicts(),
-            "longest": top.sort(["gap_ns", "device", "start_ns"], descending=[True, False, False]).head(limit).to_dicts(),
+            "longest": longest_gaps(top).head(limit).to_dicts(),
         }
 
 
