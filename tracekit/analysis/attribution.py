@@ -29,7 +29,7 @@ from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.nesting import ancestors, in_time_order, parent_rows, rows_of
-from tracekit.analysis.shared import remember
+from tracekit.analysis.shared import ENGINE, remember
 from tracekit.model import Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -155,21 +155,22 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
                closure: pl.DataFrame) -> pl.DataFrame:
     if nested.is_empty():
         return pl.DataFrame(schema=INSTANCE_SCHEMA)
-    children = nested.group_by("parent_eid").agg(_child_ns=pl.col("dur_ns").sum())
+    # one plan (each step run on its own paid Polars' fixed cost again)
+    children = nested.lazy().group_by("parent_eid").agg(_child_ns=pl.col("dur_ns").sum())
     children = children.rename({"parent_eid": "eid"})
     is_launch = launch_family(pl.col("name")).is_not_null() & pl.col("op_eid").is_not_null()
-    n_launch = launches.filter(is_launch).group_by("op_eid").agg(launches=pl.len()).rename({"op_eid": "eid"})
-    # the linked GPU events, once (lazy: the filter reads only these columns, not a copy of
-    # every column of the links); each op's own events and its subtree's are sums over them
+    n_launch = launches.lazy().filter(is_launch).group_by("op_eid").agg(launches=pl.len()).rename({"op_eid": "eid"})
+    # the linked GPU events (the filter reads only these columns, not a copy of every column
+    # of the links); each op's own events and its subtree's are sums over them
     events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
-        pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64)).collect()
+        pl.col("op_eid").alias("eid"), "dur_ns", _kernel=(pl.col("cat") == "kernel").cast(I64))
     own = events.group_by("eid").agg(gpu_events_self=pl.len(), gpu_self_ns=pl.col("dur_ns").sum())
-    incl = events.join(closure, on="eid").group_by("ancestor_eid").agg(
+    incl = events.join(closure.lazy(), on="eid").group_by("ancestor_eid").agg(
         gpu_events_incl=pl.len(), kernels_incl=pl.col("_kernel").sum(), gpu_incl_ns=pl.col("dur_ns").sum(),
     ).rename({"ancestor_eid": "eid"})
-    # the ops' own columns are picked before the joins (each would copy every column of the
-    # ops), and the joins keep the ops' time order: sorted only if it was not
-    out = nested.select(c for c in INSTANCE_SCHEMA if c in nested.columns)
+    # the ops' own columns are picked before the joins, and the joins keep the ops' time
+    # order: sorted only if it was not
+    out = nested.lazy().select(c for c in INSTANCE_SCHEMA if c in nested.columns)
     for part in (children, n_launch, own, incl):
         out = out.join(part, on="eid", how="left", maintain_order="left")
     zero = ["launches", "gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns"]
@@ -177,19 +178,22 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
         *(pl.col(c).fill_null(0) for c in zero),
         self_ns=(pl.col("dur_ns") - pl.col("_child_ns").fill_null(0)).clip(lower_bound=0),
     )
-    return in_time_order(out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA))
+    return in_time_order(out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA).collect(engine=ENGINE))
 
 
 def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame, *,
               total_ns: int) -> pl.DataFrame:
     if instances.is_empty():
         return pl.DataFrame(schema=OPS_SCHEMA)
-    names = instances.select("eid", "name")
+    names = instances.lazy().select("eid", "name")
     anc_names = names.rename({"eid": "ancestor_eid", "name": "_anc_name"})
+    closure_ = closure.lazy()
     # an instance with a same-name ancestor is a recursion: its CPU time is already counted
-    recursive = (closure.filter(pl.col("eid") != pl.col("ancestor_eid")).join(anc_names, on="ancestor_eid")
-                 .join(names, on="eid").filter(pl.col("name") == pl.col("_anc_name")).select("eid").unique())
-    base = instances.with_columns(_outer=~pl.col("eid").is_in(recursive["eid"].implode()))
+    recursive = (closure_.filter(pl.col("eid") != pl.col("ancestor_eid")).join(anc_names, on="ancestor_eid")
+                 .join(names, on="eid").filter(pl.col("name") == pl.col("_anc_name")).select("eid").unique()
+                 .with_columns(_inner=pl.lit(True)))
+    base = instances.lazy().join(recursive, on="eid", how="left", maintain_order="left").with_columns(
+        _outer=pl.col("_inner").is_null())
     cpu = base.group_by("name").agg(
         calls=pl.len(),
         cpu_total_ns=pl.col("dur_ns").filter(pl.col("_outer")).sum(),
@@ -200,9 +204,9 @@ def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame,
         calls_without_gpu=(pl.col("gpu_events_incl") == 0).sum(),
     )
     events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
-        pl.col("eid").alias("_g"), pl.col("op_eid").alias("eid"), "dur_ns", _kernel=pl.col("cat") == "kernel").collect()
+        pl.col("eid").alias("_g"), pl.col("op_eid").alias("eid"), "dur_ns", _kernel=pl.col("cat") == "kernel")
     # each GPU event once per name, however many same-name ancestors it has
-    per_name = (events.join(closure, on="eid").join(anc_names, on="ancestor_eid")
+    per_name = (events.join(closure_, on="eid").join(anc_names, on="ancestor_eid")
                 .unique(["_g", "_anc_name"]).group_by("_anc_name").agg(
                     gpu_incl_ns=pl.col("dur_ns").sum(), gpu_events_incl=pl.len(),
                     kernels_incl=pl.col("_kernel").sum()).rename({"_anc_name": "name"}))
@@ -214,4 +218,4 @@ def _per_name(instances: pl.DataFrame, gpu: pl.DataFrame, closure: pl.DataFrame,
         gpu_share=pl.col("gpu_incl_ns") / total_ns if total_ns > 0 else pl.lit(0.0),
     )
     return (out.select(list(OPS_SCHEMA)).cast(OPS_SCHEMA)
-            .sort(["gpu_incl_ns", "cpu_total_ns", "name"], descending=[True, True, False]))
+            .sort(["gpu_incl_ns", "cpu_total_ns", "name"], descending=[True, True, False]).collect(engine=ENGINE))
