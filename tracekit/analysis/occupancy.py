@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.shared import remember
+from tracekit.analysis.shared import ENGINE, remember
 
 # Max resident blocks per SM, CUDA C++ Programming Guide, "Technical Specifications per
 # Compute Capability" (also cuda_occupancy.h for 3.x-8.x). Keys are major * 10 + minor.
@@ -93,10 +93,10 @@ def _ceil_div(a: pl.Expr, b: pl.Expr | int) -> pl.Expr:
     return (a + b - 1) // b
 
 
-def _device_limits(devices: pl.DataFrame) -> pl.DataFrame:
+def _device_limits(devices: pl.DataFrame) -> pl.LazyFrame:
     """One row per device id with the capability-dependent constants added."""
     present = [c for c in _DEVICE_COLUMNS if c in devices.columns]
-    dev = devices.select(present).with_columns(
+    dev = devices.lazy().select(present).with_columns(
         pl.lit(None, dtype=dtype).alias(c) for c, dtype in _DEVICE_COLUMNS.items() if c not in present
     ).cast(_DEVICE_COLUMNS).unique(subset="id", keep="first", maintain_order=True)
     cc = pl.col("compute_major") * 10 + pl.col("compute_minor")
@@ -180,8 +180,8 @@ def _computable() -> pl.Expr:
     )
 
 
-def _kernels(gpu: pl.DataFrame) -> pl.DataFrame:
-    return gpu.filter(pl.col("cat").str.to_lowercase() == "kernel").select(_KERNEL_COLUMNS)
+def _kernels(gpu: pl.DataFrame) -> pl.LazyFrame:
+    return gpu.lazy().filter(pl.col("cat").str.to_lowercase() == "kernel").select(_KERNEL_COLUMNS)
 
 
 def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
@@ -233,6 +233,7 @@ def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
         )
         .select(list(OCCUPANCY_SCHEMA))
         .cast(OCCUPANCY_SCHEMA)
+        .collect(engine=ENGINE)  # (one plan: each step run on its own paid Polars' fixed cost again)
     )
 
 
@@ -250,7 +251,7 @@ def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     """Per kernel name: calls, total time, duration-weighted mean theoretical occupancy,
     the most frequent limiting factor (ties: alphabetical), Kineto's duration-weighted mean
     `est. achieved occupancy %` and the duration-weighted SM efficiency; by total time."""
-    occ = occupancy(gpu, devices)
+    occ = occupancy(gpu, devices).lazy()
     modes = (
         occ.drop_nulls("limiting_factor")
         .group_by("name", "limiting_factor").agg(n=pl.len())
@@ -270,4 +271,5 @@ def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
         .select(list(OCCUPANCY_TABLE_SCHEMA))
         .cast(OCCUPANCY_TABLE_SCHEMA)
         .sort(["total_ns", "name"], descending=[True, False], nulls_last=True)
+        .collect(engine=ENGINE)
     )
