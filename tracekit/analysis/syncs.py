@@ -36,6 +36,7 @@ import polars as pl
 
 from tracekit.analysis.attribution import op_paths
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.shared import ENGINE
 from tracekit.model import Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -113,15 +114,16 @@ def sync_stats(trace: Trace) -> SyncStats:
     """Every blocking host<->device sync, the op that caused it and the GPU work it waited for."""
     nested = cpu_ops(trace)
     calls = launch_ops(trace, ops=nested)
-    rows = calls.with_columns(kind=sync_kind(pl.col("name"))).filter(pl.col("kind").is_not_null())
-    rows = _with_records(rows, trace.gpu)
-    rows = _with_waited(rows, trace.gpu_work)
-    rows = rows.join(_paths(nested, rows), on="op_eid", how="left")
-    syncs = rows.select(list(SYNC_SCHEMA)).cast(SYNC_SCHEMA).sort("ts_ns", "eid")
-    by_op = syncs.group_by("op_path", "kind").agg(
+    # one plan to the waited work, one after the paths (each step run on its own paid
+    # Polars' fixed cost again)
+    rows = calls.lazy().with_columns(kind=sync_kind(pl.col("name"))).filter(pl.col("kind").is_not_null())
+    rows = _with_waited(_with_records(rows, trace.gpu), trace.gpu_work).collect(engine=ENGINE)
+    syncs = rows.lazy().join(_paths(nested, rows).lazy(), on="op_eid", how="left", maintain_order="left").select(
+        list(SYNC_SCHEMA)).cast(SYNC_SCHEMA).sort("ts_ns", "eid").collect(engine=ENGINE)
+    by_op = syncs.lazy().group_by("op_path", "kind").agg(
         count=pl.len(), sync_ns=pl.col("dur_ns").sum(), gpu_wait_ns=pl.col("gpu_wait_ns").sum(),
     ).cast(SYNC_BY_OP_SCHEMA).sort(["sync_ns", "count", "op_path", "kind"], descending=[True, True, False, False],
-                                   nulls_last=True)  # ties in name order: the same table every run
+                                   nulls_last=True).collect(engine=ENGINE)  # ties in name order: the same table every run
     return SyncStats(
         syncs=syncs,
         by_op=by_op,
@@ -138,17 +140,17 @@ def _paths(nested: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     return op_paths(nested, rows["op_eid"]).rename({"eid": "op_eid"})
 
 
-def _with_records(rows: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+def _with_records(rows: pl.LazyFrame, gpu: pl.DataFrame) -> pl.LazyFrame:
     """Join the GPU-side cuda_sync record (kind, device, stream) by correlation."""
-    rec = (gpu.filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
+    rec = (gpu.lazy().filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
            .unique("correlation", keep="first")
            .select("correlation", pl.coalesce("sync_kind", "name").alias("record"), "device", "stream"))
-    return rows.join(rec, on="correlation", how="left")
+    return rows.join(rec, on="correlation", how="left", maintain_order="left")
 
 
-def _with_waited(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+def _with_waited(rows: pl.LazyFrame, work: pl.DataFrame) -> pl.LazyFrame:
     """The latest-ending GPU activity at or before each sync's end (on its stream when known)."""
-    right = work.select(
+    right = work.lazy().select(
         "device", pl.col("end_ns").alias("_t"), pl.col("eid").alias("waited_eid"),
         pl.col("name").alias("waited_name"), pl.col("stream").alias("waited_stream"),
         pl.col("end_ns").alias("waited_end_ns"),
@@ -162,7 +164,7 @@ def _with_waited(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     )
     cols = ["waited_eid", "waited_name", "waited_stream", "waited_end_ns"]
     picked = anywhere.join(on_stream.select("eid", *(pl.col(c).alias(f"_s_{c}") for c in cols)),
-                           on="eid", how="left")
+                           on="eid", how="left", maintain_order="left")
     use_stream = pl.col("_s_waited_eid").is_not_null()
     picked = picked.with_columns(*(pl.when(use_stream).then(f"_s_{c}").otherwise(c).alias(c) for c in cols))
     running = pl.col("waited_end_ns") >= pl.col("ts_ns")
