@@ -29,7 +29,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import union_ns
+from tracekit.analysis.intervals import union_plan
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.model import Trace
 
@@ -83,26 +84,28 @@ def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None) -> Breakdown
     """Compute / communication / memory / idle per device; see the module docstring."""
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
-    rows = windowed(work, bounds).with_columns(cls=work_class(pl.col("cat"), pl.col("name")))
+    # one plan: each step run on its own paid Polars' fixed cost again
+    rows = windowed(work, bounds).lazy().with_columns(cls=work_class(pl.col("cat"), pl.col("name")))
     parts = {
         "c": rows.filter(pl.col("cls") == "compute"),
         "n": rows.filter(pl.col("cls") == "communication"),
         "cn": rows.filter(pl.col("cls") != "memory"),
         "all": rows,
     }
-    out = bounds.with_columns(span_ns=pl.col("window_end_ns") - pl.col("window_start_ns"))
+    out = bounds.lazy().with_columns(span_ns=pl.col("window_end_ns") - pl.col("window_start_ns"))
     for key, part in parts.items():
-        size = union_ns(part, by=WINDOW_KEYS).rename({"union_ns": f"_{key}"})
-        out = out.join(size, on=WINDOW_KEYS, how="left", nulls_equal=True)
-        out = out.with_columns(pl.col(f"_{key}").fill_null(0))
-    out = out.with_columns(
+        size = union_plan(part, WINDOW_KEYS).group_by(WINDOW_KEYS).agg(
+            (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias(f"_{key}"))
+        out = out.join(size, on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left")
+    out = out.with_columns(pl.col("_c", "_n", "_cn", "_all").fill_null(0)).with_columns(
         compute_ns=pl.col("_c"), communication_ns=pl.col("_cn") - pl.col("_c"),
         memory_ns=pl.col("_all") - pl.col("_cn"), idle_ns=pl.col("span_ns") - pl.col("_all"),
         communication_total_ns=pl.col("_n"), overlap_ns=pl.col("_c") + pl.col("_n") - pl.col("_cn"),
     ).with_columns(
         overlap_share=pl.when(pl.col("_n") > 0).then(pl.col("overlap_ns") / pl.col("_n")),
     )
-    devices = out.select(list(BREAKDOWN_SCHEMA)).cast(BREAKDOWN_SCHEMA).sort("device", "window_eid")
+    devices = out.select(list(BREAKDOWN_SCHEMA)).cast(BREAKDOWN_SCHEMA).sort("device", "window_eid").collect(
+        engine=ENGINE)
     total = {c: int(devices[c].sum() or 0) for c in BREAKDOWN_SCHEMA if c.endswith("_ns")}
     n_total = total["communication_total_ns"]
     share = total["overlap_ns"] / n_total if n_total else None
