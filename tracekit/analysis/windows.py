@@ -33,8 +33,9 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import stab, union_ns
+from tracekit.analysis.intervals import stab, union_plan
 from tracekit.analysis.links import gpu_links
+from tracekit.analysis.shared import ENGINE
 from tracekit.model import Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -153,13 +154,16 @@ def _launched_work(rows: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
 
 
 def _instances(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
-    per = work.group_by("eid").agg(
+    # one plan (each step run on its own paid Polars' fixed cost again)
+    work_ = work.lazy()
+    per = work_.group_by("eid").agg(
         gpu_start_ns=pl.col("g_ts_ns").min(), gpu_end_ns=pl.col("g_end_ns").max(),
         kernels=(pl.col("cat") == "kernel").sum().cast(I64), gpu_events=pl.len().cast(I64),
     )
-    busy = union_ns(work, by=["eid"], start="g_ts_ns", end="g_end_ns").rename({"union_ns": "gpu_busy_ns"})
-    out = rows.select("eid", "name", "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
-                      pl.col("dur_ns").alias("cpu_ns"), kind=_kind(pl.col("name")))
+    busy = union_plan(work_, ["eid"], start="g_ts_ns", end="g_end_ns").group_by("eid").agg(
+        gpu_busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum().cast(I64))
+    out = rows.lazy().select("eid", "name", "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
+                             pl.col("dur_ns").alias("cpu_ns"), kind=_kind(pl.col("name")))
     out = out.join(per, on="eid", how="left").join(busy, on="eid", how="left").with_columns(
         gpu_ns=pl.col("gpu_end_ns") - pl.col("gpu_start_ns"),
         gpu_busy_ns=pl.col("gpu_busy_ns").fill_null(0), kernels=pl.col("kernels").fill_null(0),
@@ -169,14 +173,15 @@ def _instances(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     others = pl.col("cpu_ns").filter(order > 0).median().over("kind")
     first_slow = (order == 0) & (pl.len().over("kind") >= 2) & (pl.col("cpu_ns") > WARMUP_FACTOR * others)
     out = out.with_columns(warmup=first_slow.fill_null(False))
-    return out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA)
+    return out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA).collect(engine=ENGINE)
 
 
 def _stats(inst: pl.DataFrame) -> pl.DataFrame:
     if inst.is_empty():
         return pl.DataFrame(schema=STATS_SCHEMA)
-    counts = inst.group_by("kind").agg(instances=pl.len(), warmup=pl.col("warmup").sum())
-    long = inst.filter(~pl.col("warmup")).unpivot(index="kind", on=list(METRICS), variable_name="metric")
+    inst_ = inst.lazy()
+    counts = inst_.group_by("kind").agg(instances=pl.len(), warmup=pl.col("warmup").sum())
+    long = inst_.filter(~pl.col("warmup")).unpivot(index="kind", on=list(METRICS), variable_name="metric")
     value = pl.col("value").drop_nulls()
     stats = long.group_by("kind", "metric").agg(
         count=value.count(), mean_ns=value.mean(), median_ns=value.median(), min_ns=value.min(),
@@ -184,6 +189,6 @@ def _stats(inst: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(cv=pl.when(pl.col("mean_ns") > 0).then(pl.col("_std") / pl.col("mean_ns"))
                    .when(pl.col("mean_ns").is_not_null()).then(0.0))
     out = stats.join(counts, on="kind", how="left").select(list(STATS_SCHEMA)).cast(STATS_SCHEMA)
-    first = inst.group_by("kind").agg(_first=pl.col("start_ns").min())
+    first = inst_.group_by("kind").agg(_first=pl.col("start_ns").min())
     metric_order = pl.col("metric").replace_strict({m: i for i, m in enumerate(METRICS)}, return_dtype=I64)
-    return out.join(first, on="kind").sort("_first", "kind", metric_order).drop("_first")
+    return out.join(first, on="kind").sort("_first", "kind", metric_order).drop("_first").collect(engine=ENGINE)
