@@ -36,6 +36,7 @@ from tracekit import format as fmt
 from tracekit.analysis.ceilings import device_ceilings
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import ancestors
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.work import ATTENTION, KEYS, TENSOR_CLASSES, matmul_dims, op_work
 from tracekit.model import Trace
 
@@ -154,7 +155,8 @@ def _taxonomy(names: pl.Series) -> pl.DataFrame:
 
 
 def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame:
-    per = rows.filter(pl.col("carrier_eid").is_not_null()).group_by("carrier_eid").agg(
+    # one plan (each step run on its own paid Polars' fixed cost again)
+    per = rows.lazy().filter(pl.col("carrier_eid").is_not_null()).group_by("carrier_eid").agg(
         gpu_ns=pl.col("dur_ns").sum(), gpu_events=pl.len(), device=pl.col("device").min(),
         _kernels=(pl.col("cat") == "kernel").sum(),
         top_kernel=pl.col("kernel").sort_by("dur_ns", descending=True).first(),
@@ -163,11 +165,11 @@ def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl
     )
     # a call with no kernel is measured only if it is a copy/fill (memset, DtoD copy): a GEMM whose
     # only GPU row is its workspace memset (kernels lost, e.g. a sampled trace) says nothing
-    calls = work.join(per, left_on="eid", right_on="carrier_eid", how="inner").filter(
+    calls = work.lazy().join(per, left_on="eid", right_on="carrier_eid", how="inner", maintain_order="left").filter(
         (pl.col("gpu_ns") > 0) & ((pl.col("_kernels") > 0) | (pl.col("work_class") == "copy")))
     calls = calls.with_columns(compute_dtype=pl.when(
         (pl.col("compute_dtype") == "fp32") & (pl.col("kernel_precision") == "tf32")).then(pl.lit("tf32"))
-        .otherwise("compute_dtype")).join(ceilings, on="device", how="left")
+        .otherwise("compute_dtype")).join(ceilings.lazy(), on="device", how="left", maintain_order="left")
     dtype, tensor = pl.col("compute_dtype"), pl.col("work_class").is_in(TENSOR_CLASSES)
     peak = (pl.when(~tensor).then("fp32").when(dtype == "bf16").then("bf16").when(dtype == "fp16")
             .then("fp16").when(dtype == "fp8").then("fp8").when(dtype == "tf32").then("tf32")
@@ -179,7 +181,7 @@ def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl
     calls = calls.with_columns(min_ns=pl.when(compute_ns.is_null() | memory_ns.is_null()).then(None)
                                .otherwise(pl.max_horizontal(compute_ns, memory_ns)))
     calls = calls.with_columns(covered_ns=pl.col("gpu_ns"), rated_ns=_rated(pl.col("gpu_ns")))
-    return _rates(calls).select(CALL_COLUMNS)
+    return _rates(calls).select(CALL_COLUMNS).collect(engine=ENGINE)
 
 
 def _rated(time: pl.Expr) -> pl.Expr:
@@ -192,10 +194,10 @@ def _kernel_rows(rows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     A call's work is split over its kernels by time share; its memsets and copies get no
     work (they are overhead of the call) unless the call launched no kernel at all.
     """
-    per_call = calls.select(carrier_eid="eid", _call_ns="gpu_ns", _f="flops", _b="bytes", _m="min_ns",
+    per_call = calls.lazy().select(carrier_eid="eid", _call_ns="gpu_ns", _f="flops", _b="bytes", _m="min_ns",
                             peak_tflops="peak_tflops", peak_gbps="peak_gbps")
     is_kernel = pl.col("cat") == "kernel"
-    out = rows.join(per_call, on="carrier_eid", how="left").with_columns(
+    out = rows.lazy().join(per_call, on="carrier_eid", how="left", maintain_order="left").with_columns(
         _k_ns=pl.col("dur_ns").filter(is_kernel).sum().over("carrier_eid"))
     share = (pl.when(pl.col("_k_ns") > 0).then(pl.when(is_kernel).then(pl.col("dur_ns") / pl.col("_k_ns"))
                                                .otherwise(0.0))
@@ -204,7 +206,8 @@ def _kernel_rows(rows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         gpu_ns=pl.col("dur_ns"), flops=pl.col("_f") * share, bytes=pl.col("_b") * share,
         min_ns=pl.col("_m") * share,
         covered_ns=pl.when(pl.col("_f").is_not_null()).then(pl.col("dur_ns")).otherwise(0),
-    ).with_columns(rated_ns=_rated(pl.col("dur_ns"))).drop("_call_ns", "_f", "_b", "_m", "_k_ns")
+    ).with_columns(rated_ns=_rated(pl.col("dur_ns"))).drop("_call_ns", "_f", "_b", "_m", "_k_ns").collect(
+        engine=ENGINE)
 
 
 def _by_keys(frame: pl.DataFrame, keys: list[str], count_name: str) -> pl.DataFrame:
@@ -215,17 +218,18 @@ def _by_keys(frame: pl.DataFrame, keys: list[str], count_name: str) -> pl.DataFr
                  for c in ("top_kernel", "kernel_precision", "kernel_tensor_cores")]
         extra += [pl.col("eid").sort_by("ts_ns").head(3).alias("example_eids"),
                   pl.col("device").min().alias("device"), pl.col("peak_bf16_tflops").max()]
-    agg = frame.group_by(keys).agg(
+    agg = frame.lazy().group_by(keys).agg(
         pl.len().alias(count_name), pl.col("ts_ns").min().alias("first_ts_ns"),
         *(pl.col(c).sum() for c in ("gpu_ns", "covered_ns", "rated_ns", "flops", "bytes", "min_ns")),
         *(pl.when(pl.col(c).min() == pl.col(c).max()).then(pl.col(c).min()).alias(c)
           for c in ("peak_tflops", "peak_gbps")),
         *extra,
     )
-    return _rates(agg).sort(["gpu_ns", *keys], descending=[True, *([False] * len(keys))], nulls_last=True)
+    return _rates(agg).sort(["gpu_ns", *keys], descending=[True, *([False] * len(keys))], nulls_last=True).collect(
+        engine=ENGINE)
 
 
-def _rates(frame: pl.DataFrame) -> pl.DataFrame:
+def _rates(frame: pl.LazyFrame) -> pl.LazyFrame:
     """Achieved rates, intensity, ridge, bound, attainable, efficiency, time lost."""
     covered, rated = pl.col("covered_ns"), pl.col("rated_ns")
     flops, nbytes = pl.col("flops"), pl.col("bytes")
