@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.analysis.shared import ENGINE
 from tracekit.model import Trace
 
 I64, STR = pl.Int64, pl.String
@@ -187,18 +188,19 @@ def assign(
 
     A point holds when `span_start <= at <= span_end` (and `end <= span_end`); else `key` is null.
     """
-    right = spans.select(*THREAD, key, pl.col(span_start).alias("_s"), pl.col(span_end).alias("_e")).sort(
+    if points.is_empty() or spans.is_empty():
+        return points.with_columns(pl.lit(None, spans.schema.get(key, I64)).alias(key))
+    # one plan (each step run on its own paid Polars' fixed cost again)
+    right = spans.lazy().select(*THREAD, key, pl.col(span_start).alias("_s"), pl.col(span_end).alias("_e")).sort(
         "_s"
     )
-    if points.is_empty() or right.is_empty():
-        return points.with_columns(pl.lit(None, right.schema.get(key, I64)).alias(key))
-    joined = points.sort(at).join_asof(
+    joined = points.lazy().sort(at).join_asof(
         right, left_on=at, right_on="_s", by=THREAD, strategy="backward", check_sortedness=False
     )
     inside = pl.col(at) <= pl.col("_e")
     if end is not None:
         inside = inside & (pl.col(end) <= pl.col("_e"))
-    return joined.with_columns(pl.when(inside).then(pl.col(key)).alias(key)).drop("_s", "_e")
+    return joined.with_columns(pl.when(inside).then(pl.col(key)).alias(key)).drop("_s", "_e").collect(engine=ENGINE)
 
 
 def _token_sequence(ops: pl.DataFrame, cores: pl.DataFrame) -> pl.DataFrame:
