@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import union_plan
+from tracekit.analysis.intervals import union_ns_plan
 from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.model import Trace
@@ -94,8 +94,7 @@ def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None) -> Breakdown
     }
     out = bounds.lazy().with_columns(span_ns=pl.col("window_end_ns") - pl.col("window_start_ns"))
     for key, part in parts.items():
-        size = union_plan(part, WINDOW_KEYS).group_by(WINDOW_KEYS).agg(
-            (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias(f"_{key}"))
+        size = union_ns_plan(part, WINDOW_KEYS, name=f"_{key}")
         out = out.join(size, on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left")
     out = out.with_columns(pl.col("_c", "_n", "_cn", "_all").fill_null(0)).with_columns(
         compute_ns=pl.col("_c"), communication_ns=pl.col("_cn") - pl.col("_c"),

@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import union_plan
+from tracekit.analysis.intervals import union_ns_plan, union_plan
 from tracekit.analysis.shared import ENGINE
 from tracekit.model import GPU_WORK_CATS, Trace
 
@@ -158,8 +158,7 @@ def _devices(rows: pl.DataFrame, busy: pl.DataFrame, bounds: pl.DataFrame) -> pl
 
 def _streams(rows: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     keys = [*WINDOW_KEYS, "stream"]
-    merged = union_plan(rows.lazy(), keys)
-    per = merged.group_by(keys).agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    per = union_ns_plan(rows.lazy(), keys, name="busy_ns")
     counts = rows.lazy().group_by(keys).agg(activities=pl.len())
     out = counts.join(per, on=keys, how="left", nulls_equal=True).join(
         bounds.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True)

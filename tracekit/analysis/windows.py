@@ -33,7 +33,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.intervals import stab, union_plan
+from tracekit.analysis.intervals import stab, union_ns_plan
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.shared import ENGINE
 from tracekit.model import Trace
@@ -160,8 +160,7 @@ def _instances(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         gpu_start_ns=pl.col("g_ts_ns").min(), gpu_end_ns=pl.col("g_end_ns").max(),
         kernels=(pl.col("cat") == "kernel").sum().cast(I64), gpu_events=pl.len().cast(I64),
     )
-    busy = union_plan(work_, ["eid"], start="g_ts_ns", end="g_end_ns").group_by("eid").agg(
-        gpu_busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum().cast(I64))
+    busy = union_ns_plan(work_, ["eid"], "g_ts_ns", "g_end_ns", name="gpu_busy_ns")
     out = rows.lazy().select("eid", "name", "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
                              pl.col("dur_ns").alias("cpu_ns"), kind=_kind(pl.col("name")))
     out = out.join(per, on="eid", how="left").join(busy, on="eid", how="left").with_columns(
