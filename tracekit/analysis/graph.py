@@ -58,7 +58,7 @@ from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
 from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import ENGINE
-from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind
+from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, Trace
 
@@ -440,9 +440,7 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
         return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
                             inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA).sort("eid")
     # one plan: each step run eagerly paid Polars' fixed cost again (40 operations)
-    rec = (trace.gpu.lazy().filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
-           .unique("correlation", keep="first", maintain_order=True)
-           .select("correlation", r_device="device", r_stream="stream", r_kind=pl.coalesce("sync_kind", "name")))
+    rec = sync_records(trace.gpu).rename({"device": "r_device", "stream": "r_stream", "record": "r_kind"})
     calls_ = calls.lazy().join(rec, on="correlation", how="left", maintain_order="left")
     right = work.lazy().select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
                                w_launch="launch_ts_ns").sort("_t")

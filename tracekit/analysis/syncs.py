@@ -142,10 +142,15 @@ def _paths(nested: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
 
 def _with_records(rows: pl.LazyFrame, gpu: pl.DataFrame) -> pl.LazyFrame:
     """Join the GPU-side cuda_sync record (kind, device, stream) by correlation."""
-    rec = (gpu.lazy().filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
-           .unique("correlation", keep="first")
-           .select("correlation", pl.coalesce("sync_kind", "name").alias("record"), "device", "stream"))
-    return rows.join(rec, on="correlation", how="left", maintain_order="left")
+    return rows.join(sync_records(gpu), on="correlation", how="left", maintain_order="left")
+
+
+def sync_records(gpu: pl.DataFrame) -> pl.LazyFrame:
+    """The GPU-side `cuda_sync` record of each correlation id (the first, if it repeats):
+    `correlation, record` (its kind: `sync_kind`, else the name), `device, stream`."""
+    return (gpu.lazy().filter((pl.col("cat") == "cuda_sync") & pl.col("correlation").is_not_null())
+            .unique("correlation", keep="first", maintain_order=True)
+            .select("correlation", pl.coalesce("sync_kind", "name").alias("record"), "device", "stream"))
 
 
 def _with_waited(rows: pl.LazyFrame, work: pl.DataFrame) -> pl.LazyFrame:
