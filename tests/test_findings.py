@@ -7,13 +7,15 @@ import dataclasses
 import json
 from collections.abc import Callable
 
+import polars as pl
 import pytest
 from builders import A100, TraceBuilder
-from conftest import all_real_traces
+from conftest import all_real_traces, real_trace
 from test_graph import ADD, GEMM, gpu_bound, launch_bound, sync_stalled
 
 from tracekit import UsageError
 from tracekit import load as tracekit_load
+from tracekit.analysis.order import longest, longest_gaps
 from tracekit.cli.main import main
 from tracekit.findings import RULES, Config, Hit, rule, run_findings
 
@@ -465,10 +467,6 @@ def test_evidence_notes_give_times_and_counts_in_words(tmp_path):
 
 
 def test_longest_breaks_ties_by_time_then_id():
-    import polars as pl
-
-    from tracekit.analysis.order import longest, longest_gaps
-
     rows = pl.DataFrame({"eid": [5, 3, 9, 1, 7], "ts_ns": [20, 20, 10, 30, 10], "dur_ns": [4, 4, 4, 9, None]})
     for seed in range(4):  # whatever order the rows come in
         assert longest(rows.sample(fraction=1.0, shuffle=True, seed=seed))["eid"].to_list() == [1, 9, 3, 5, 7]
@@ -480,10 +478,6 @@ def test_longest_breaks_ties_by_time_then_id():
 def test_evidence_is_the_same_on_every_run():
     """A trace with equal-length kernels of different names: the FP32 GEMM evidence used to
     come out in the order of a group-by, which changed from run to run."""
-    from conftest import real_trace
-
-    import polars as pl
-
     trace = tracekit_load(real_trace("dlrm_8rank_v100/worker4.json.gz"))
     runs = [run_findings(trace, rules=["fp32_gemm"]) for _ in range(4)]
     assert all(r == runs[0] for r in runs[1:])

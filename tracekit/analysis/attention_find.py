@@ -190,7 +190,6 @@ def assign(
     """
     if points.is_empty() or spans.is_empty():
         return points.with_columns(pl.lit(None, spans.schema.get(key, I64)).alias(key))
-    # one plan (each step run on its own paid Polars' fixed cost again)
     right = spans.lazy().select(*THREAD, key, pl.col(span_start).alias("_s"), pl.col(span_end).alias("_e")).sort(
         "_s"
     )

@@ -155,7 +155,6 @@ def _instances(nested: pl.DataFrame, launches: pl.DataFrame, gpu: pl.DataFrame,
                closure: pl.DataFrame) -> pl.DataFrame:
     if nested.is_empty():
         return pl.DataFrame(schema=INSTANCE_SCHEMA)
-    # one plan (each step run on its own paid Polars' fixed cost again)
     children = nested.lazy().group_by("parent_eid").agg(_child_ns=pl.col("dur_ns").sum())
     children = children.rename({"parent_eid": "eid"})
     is_launch = launch_family(pl.col("name")).is_not_null() & pl.col("op_eid").is_not_null()

@@ -84,7 +84,6 @@ def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None) -> Breakdown
     """Compute / communication / memory / idle per device; see the module docstring."""
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
-    # one plan: each step run on its own paid Polars' fixed cost again
     rows = windowed(work, bounds).lazy().with_columns(cls=work_class(pl.col("cat"), pl.col("name")))
     parts = {
         "c": rows.filter(pl.col("cls") == "compute"),

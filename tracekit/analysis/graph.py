@@ -170,7 +170,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     work = work.lazy().sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
         s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1
     ).collect(engine=ENGINE)
-    launched = work.lazy().filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique().collect(engine=ENGINE)
+    launched = work.lazy().filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique().collect(
+        engine=ENGINE)
     callers = links.lazy().select(eid="launch_eid").drop_nulls().unique().collect(engine=ENGINE)
     segments, anchors = _segments(points, lanes, nested, syncs, launched, callers, idle_gap_ns)
     gpu = _gpu_edges(work)
@@ -182,8 +183,7 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
                        how="anti", maintain_order="left")
     parts = [gpu.lazy(), _sync_edges(syncs, work, points, lanes, slices), _launch_edges(work, points), cross,
              _chain_edges(segments, anchors, lanes)]
-    # one plan for the edges of every kind (each builder's steps, run one by one, paid
-    # Polars' fixed cost again)
+    # one plan for the edges of every kind
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts]).collect(engine=ENGINE)
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
@@ -439,7 +439,6 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
         named = calls.filter(pl.col("kind").is_not_null())
         return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
                             inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA).sort("eid")
-    # one plan: each step run eagerly paid Polars' fixed cost again (40 operations)
     rec = sync_records(trace.gpu).rename({"device": "r_device", "stream": "r_stream", "record": "r_kind"})
     calls_ = calls.lazy().join(rec, on="correlation", how="left", maintain_order="left")
     right = work.lazy().select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
@@ -476,7 +475,8 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
                          source="source")
     idle = calls.lazy().filter(pl.col("kind").is_not_null()).join(found, on="eid", how="anti").select(
         "eid", gpu_eid=pl.lit(None, I64), tail_ns=dur, inferred=pl.lit(False), source=pl.lit("name"))
-    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)]).sort("eid").collect(engine=ENGINE)  # (in call order)
+    # in call order
+    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)]).sort("eid").collect(engine=ENGINE)
 
 
 def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
@@ -493,8 +493,8 @@ def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -
         "correlation", device="device", w_stream="stream",
         on_stream=pl.col("args").str.json_path_match("$.wait_on_stream").cast(I64, strict=False),
         rec_corr=pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(I64, strict=False))
-    calls = waits.lazy().join(recs.unique("correlation", keep="first", maintain_order=True), on="correlation", how="left",
-                              maintain_order="left")
+    recs = recs.unique("correlation", keep="first", maintain_order=True)
+    calls = waits.lazy().join(recs, on="correlation", how="left", maintain_order="left")
     known = calls.filter(pl.col("on_stream").is_not_null()).join(
         rt.select(rec_corr="correlation", rec_ts="ts_ns").drop_nulls(), on="rec_corr", how="inner")
     src = known.sort("rec_ts").join_asof(

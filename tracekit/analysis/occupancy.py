@@ -233,7 +233,7 @@ def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
         )
         .select(list(OCCUPANCY_SCHEMA))
         .cast(OCCUPANCY_SCHEMA)
-        .collect(engine=ENGINE)  # (one plan: each step run on its own paid Polars' fixed cost again)
+        .collect(engine=ENGINE)
     )
 
 

@@ -155,7 +155,6 @@ def _taxonomy(names: pl.Series) -> pl.DataFrame:
 
 
 def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame:
-    # one plan (each step run on its own paid Polars' fixed cost again)
     per = rows.lazy().filter(pl.col("carrier_eid").is_not_null()).group_by("carrier_eid").agg(
         gpu_ns=pl.col("dur_ns").sum(), gpu_events=pl.len(), device=pl.col("device").min(),
         _kernels=(pl.col("cat") == "kernel").sum(),

@@ -24,8 +24,11 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-# the engine of the analyses' lazy plans: Polars 2's default (streaming) costs more to start
-# than these plans do work (as in the loader: `tracekit.loader.columns.ENGINE`)
+# The engine of the analyses' lazy plans: Polars 2's default (streaming) costs more to start
+# than these plans do work (as in the loader: `tracekit.loader.columns.ENGINE`). The analyses
+# chain their steps into such plans rather than run them one by one: every eager step pays
+# Polars' planning and its thread pool's hand-over again (0.1-0.4 ms on a 2-core machine,
+# whatever the frame's size; docs/loader.md).
 ENGINE = "in-memory"
 _MEMO: ContextVar[dict[Any, Any] | None] = ContextVar("tracekit_shared_frames", default=None)
 

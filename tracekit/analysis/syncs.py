@@ -114,8 +114,7 @@ def sync_stats(trace: Trace) -> SyncStats:
     """Every blocking host<->device sync, the op that caused it and the GPU work it waited for."""
     nested = cpu_ops(trace)
     calls = launch_ops(trace, ops=nested)
-    # one plan to the waited work, one after the paths (each step run on its own paid
-    # Polars' fixed cost again)
+    # one plan to the waited work (the paths need its rows), one after them
     rows = calls.lazy().with_columns(kind=sync_kind(pl.col("name"))).filter(pl.col("kind").is_not_null())
     rows = _with_waited(_with_records(rows, trace.gpu), trace.gpu_work).collect(engine=ENGINE)
     syncs = rows.lazy().join(_paths(nested, rows).lazy(), on="op_eid", how="left", maintain_order="left").select(
@@ -123,7 +122,8 @@ def sync_stats(trace: Trace) -> SyncStats:
     by_op = syncs.lazy().group_by("op_path", "kind").agg(
         count=pl.len(), sync_ns=pl.col("dur_ns").sum(), gpu_wait_ns=pl.col("gpu_wait_ns").sum(),
     ).cast(SYNC_BY_OP_SCHEMA).sort(["sync_ns", "count", "op_path", "kind"], descending=[True, True, False, False],
-                                   nulls_last=True).collect(engine=ENGINE)  # ties in name order: the same table every run
+                                   nulls_last=True)  # ties in name order: the same table every run
+    by_op = by_op.collect(engine=ENGINE)
     return SyncStats(
         syncs=syncs,
         by_op=by_op,
@@ -215,7 +215,8 @@ def _copy_kinds(copies: pl.DataFrame) -> pl.DataFrame:
     known = (pl.col("dur_ns") > 0) & (pl.col("_known") > 0)
     kinds = kinds.with_columns(bandwidth_gbps=pl.when(known).then(pl.col("bytes") / pl.col("dur_ns")))
     return kinds.select(list(COPY_KINDS_SCHEMA)).cast(COPY_KINDS_SCHEMA).sort(
-        ["dur_ns", "kind", "direction", "host_memory", "api_async"], descending=[True, False, False, False, False], nulls_last=True)
+        ["dur_ns", "kind", "direction", "host_memory", "api_async"], descending=[True, False, False, False, False],
+        nulls_last=True)
 
 
 def _copy_columns(rows: pl.DataFrame) -> pl.DataFrame:

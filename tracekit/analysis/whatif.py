@@ -127,7 +127,8 @@ def standard(dep: DepGraph) -> list[WhatIf]:
     if gpu.height:
         classes = _classes(dep)  # (classified once for the pick and the scenario)
         kinds = gpu.join(classes, on="name", how="left")
-        top = kinds.group_by("kernel_class").agg(ns=pl.col("weight_ns").sum()).sort(["ns", "kernel_class"], descending=[True, False], nulls_last=True)
+        top = kinds.group_by("kernel_class").agg(ns=pl.col("weight_ns").sum()).sort(
+            ["ns", "kernel_class"], descending=[True, False], nulls_last=True)
         out.append(_faster(dep, classes, kernel_class=top["kernel_class"][0], factor=2.0, order=order))
     return out
 

@@ -154,7 +154,6 @@ def _launched_work(rows: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
 
 
 def _instances(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
-    # one plan (each step run on its own paid Polars' fixed cost again)
     work_ = work.lazy()
     per = work_.group_by("eid").agg(
         gpu_start_ns=pl.col("g_ts_ns").min(), gpu_end_ns=pl.col("g_end_ns").max(),

@@ -74,8 +74,8 @@ def critical_path_section(a: Analysis) -> Section | None:
         x += ns / total
     chart = BarChart(id="critical-path", title=f"Critical path of {cp.window}", bars=bars, stacked=True)
     # host time in no op, module or annotation (a trace without ProfilerStep ranges) has no context
-    ctx = cp.by_context.head(20)  # (longest first, ties by class and name)
-    ctx = ctx.with_columns(pl.col("context").fill_null("(outside any op)"))
+    # (by_context comes longest first, ties by class and name)
+    ctx = cp.by_context.head(20).with_columns(pl.col("context").fill_null("(outside any op)"))
     table = frame_table("path-context", "Who the critical path belongs to", ctx, [
         ("context", "op / kernel", "text"), ("cls", "class", "label"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]

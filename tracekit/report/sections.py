@@ -70,7 +70,8 @@ def ops_section(a: Analysis, *, top: int) -> Section | None:
         ("cpu_self_ns", "CPU self", "ns"), ("gpu_incl_ns", "GPU (inclusive)", "ns", "GPU time of work launched by the op and its children"),
         ("gpu_self_ns", "GPU (self)", "ns"), ("kernels_per_call", "kernels/call", "float"), ("gpu_share", "share of GPU work", "pct")],
         limit=top)
-    silent_names = at.ops.filter(pl.col("launches_nothing")).sort(["calls", "name"], descending=[True, False])["name"].to_list()
+    launch_nothing = at.ops.filter(pl.col("launches_nothing")).sort(["calls", "name"], descending=[True, False])
+    silent_names = launch_nothing["name"].to_list()
     silent = ", ".join(silent_names[:12]) + (" …" if len(silent_names) > 12 else "") if silent_names else "none"
     paras = [f"{fmt.count(at.gpu_events)} GPU activities, {fmt.count(at.linked_events)} tied to an op; "
              f"{fmt.count(at.unlinked_events)} ({fmt.ns(at.unlinked_ns)}) not tied to any op "

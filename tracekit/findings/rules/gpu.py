@@ -107,7 +107,8 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
     lost = int((tiny["dur_ns"] * (1 - tiny["sm_efficiency"])).sum())
     names = tiny.group_by("name").agg(ns=pl.col("dur_ns").sum(), blocks=pl.col("grid_blocks").median(),
                                       first=pl.col("eid").first()).sort(["ns", "name"], descending=[True, False])
-    rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort(["ns", "eid"], descending=[True, False])
+    rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort(
+        ["ns", "eid"], descending=[True, False])
     return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
                      f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})",
                time_lost_ns=lost, evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
@@ -163,7 +164,8 @@ def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
     lost = int(gpu_ns * (1 - 1 / p.expected_speedup))
     if rows.is_empty() or ctx.share(gpu_ns) < p.min_share:
         return None
-    top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort(["ns", "name"], descending=[True, False])
+    top = rows.group_by("name").agg(pl.all().first(), ns=pl.col("dur_ns").sum()).sort(
+        ["ns", "name"], descending=[True, False])
     return Hit(title=f"FP32 GEMM/conv kernels on CUDA cores take {fmt.ns(gpu_ns)} over "
                      f"{fmt.counted(rows.height, 'launch', 'launches')} "
                      f"({fmt.pct(ctx.share(gpu_ns))} of the window)",
