@@ -326,6 +326,106 @@ def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
     assert got.sort("eid").equals(reference.sort("eid"))
 
 
+# -- attribution's walks up the op tree (tree_sums, same_above) ------------------------------
+
+def _tree_sums(parent, row, dur, kernel, levels):
+    found = native.slices.tree_sums((_capsule(parent),), (_capsule(row), _capsule(dur), _capsule(kernel)), levels)
+    return [native.series(c).to_list() for c in found]
+
+
+def _same_above(parent, code, levels):
+    return native.series(native.slices.same_above((_capsule(parent), _capsule(code)), levels)).to_list()
+
+
+@needs_c
+def test_attribution_walks_hand_computed():
+    # 0 <- 1 <- 2, 0 <- 3, 4 alone, 4 <- 5; events on rows 2 (two), 1, 3, 5 and on no row (-1)
+    parent = [-1, 0, 1, 0, -1, 4]
+    row, dur, kernel = [2, 2, 1, 3, -1, 5], [10, 20, 5, 7, 100, 1], [1, 0, 1, 1, 1, 0]
+    # events_self, ns_self, events_incl, kernels_incl, ns_incl
+    assert _tree_sums(parent, row, dur, kernel, 256) == [
+        [0, 1, 2, 1, 0, 1], [0, 5, 30, 7, 0, 1], [4, 3, 2, 1, 1, 1], [3, 2, 1, 1, 0, 0], [42, 35, 30, 7, 1, 1]]
+    # one level: row 2's events reach row 1 and no further
+    assert _tree_sums(parent, row, dur, kernel, 1)[2:] == [[2, 3, 2, 1, 1, 1], [2, 2, 1, 1, 0, 0], [12, 35, 30, 7, 1, 1]]
+    assert _same_above(parent, [7, 8, 7, 7, 8, 8], 256) == [0, 0, 1, 1, 0, 1]
+    assert _same_above(parent, [7, 8, 7, 7, 8, 8], 1) == [0, 0, 0, 1, 0, 1]  # row 2's same-code row is 2 up
+    with pytest.raises(IndexError):
+        _tree_sums(parent, [6], [1], [1], 256)
+    with pytest.raises(IndexError):
+        _same_above([3, -1], [1, 1], 256)
+
+
+def _attribution_frames(parent: list[int], names: list[str], owners: list[int], rnd) -> tuple[pl.DataFrame, ...]:
+    """An op tree (rows in a shuffled order, eids apart) and GPU events on its ops (-1: an op
+    eid that is not in the tree), as `attribution` reads them."""
+    n = len(parent)
+    depth = []
+    for p in parent:
+        depth.append(0 if p < 0 else depth[p] + 1)
+    order = list(range(n))
+    rnd.shuffle(order)
+    eid = [1000 + 7 * i for i in range(n)]
+    nested = pl.DataFrame({
+        "eid": [eid[i] for i in order], "name": [names[i % len(names)] for i in order], "pid": "1", "tid": "1",
+        "ts_ns": [10 * i for i in order], "dur_ns": [100 - depth[i] for i in order],
+        "end_ns": [10 * i + 100 - depth[i] for i in order], "depth": [depth[i] for i in order],
+        "parent_eid": [eid[parent[i]] if parent[i] >= 0 else None for i in order], "external_id": None,
+    }, schema={"eid": pl.Int64, "name": pl.String, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64,
+               "dur_ns": pl.Int64, "end_ns": pl.Int64, "depth": pl.Int64, "parent_eid": pl.Int64,
+               "external_id": pl.Int64})
+    gpu = pl.DataFrame({
+        "eid": [5000 + k for k in range(len(owners))],
+        "op_eid": [eid[o % n] if o >= 0 else 1 for o in owners],
+        "dur_ns": [None if k % 5 == 4 else 3 + k for k in range(len(owners))],
+        "cat": ["kernel" if k % 3 else "gpu_memcpy" for k in range(len(owners))],
+    }, schema={"eid": pl.Int64, "op_eid": pl.Int64, "dur_ns": pl.Int64, "cat": pl.String})
+    launches = pl.DataFrame(schema={"name": pl.String, "op_eid": pl.Int64})
+    return nested, gpu, launches
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(forests, st.lists(st.sampled_from(["aten::mm", "aten::linear", "nn.Module: A"]), min_size=1, max_size=4),
+       st.lists(st.integers(-1, 40), max_size=40), st.randoms(use_true_random=False))
+def test_attribution_c_walks_match_the_closure(case, names, owners, rnd):
+    from tracekit.analysis import attribution as A
+
+    nested, gpu, launches = _attribution_frames(list(case[0]), names, owners, rnd)
+    tree = A._tree_native(nested, gpu)
+    assert tree is not None
+    closure = A.closure_pairs(nested)
+    got = A._instances(nested, launches, gpu, None, sums=tree[0])
+    reference = A._instances(nested, launches, gpu, closure)
+    assert got.equals(reference)
+    total = int(gpu["dur_ns"].sum() or 0)
+    assert A._per_name(got, gpu, None, total_ns=total, recursive=tree[1]).equals(
+        A._per_name(reference, gpu, closure, total_ns=total))
+
+
+@needs_c
+def test_attribution_leaves_null_names_and_deep_trees_to_the_closure():
+    import random
+
+    from tracekit.analysis import attribution as A
+
+    nested, gpu, _ = _attribution_frames([-1, 0, 1], ["aten::mm"], [2], random.Random(0))
+    assert A._tree_native(nested, gpu) is not None
+    assert A._tree_native(nested.with_columns(name=pl.lit(None, pl.String)), gpu) is None
+    assert A._tree_native(nested.with_columns(depth=pl.lit(A.LEVELS, pl.Int64)), gpu) is None
+
+
+@pytest.mark.real
+@needs_c
+def test_real_attribution_same_with_and_without_the_c_passes(monkeypatch):
+    import tracekit
+    from tracekit.analysis.attribution import attribute
+
+    trace = tracekit.load(real_trace("v100_ddp_mlp_memory_rank1.json.gz"))
+    got, reference = _with_and_without_c(monkeypatch, lambda: attribute(trace))
+    assert got.instances.height > 50_000 and (got.instances["gpu_events_incl"] > got.instances["gpu_events_self"]).any()
+    assert got.ops.equals(reference.ops) and got.instances.equals(reference.instances)
+
+
 # -- eid -> row lookup (nesting.rows_of) -------------------------------------------------------
 
 def _rows_of(keys: list[int | None], queries: list[int | None], monkeypatch) -> tuple[list[int], list[int]]:

@@ -458,6 +458,121 @@ static PyObject *up_until(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* tree_sums((parent_row,), (event_row, dur, kernel), levels) -> (events_self, ns_self,
+ * events_incl, kernels_incl, ns_incl) per row: the events of the row (event_row -1: of no row),
+ * their summed `dur`, and the same over the row and every row at most `levels` steps below it
+ * (attribution's inclusive GPU time, `kernel` counted apart). Each row with events of its own
+ * adds them to its ancestors on the way up: the events meet the rows an (op, ancestor) pair
+ * list would give them, without the list. */
+static PyObject *tree_sums(PyObject *self, PyObject *args) {
+    PyObject *tree, *events;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "OOL", &tree, &events, &levels)) return NULL;
+    Column cols[1], ev[3];
+    if (read_columns(tree, cols, 1) < 0) return NULL;
+    if (read_columns(events, ev, 3) < 0) {
+        drop_column(&cols[0]);
+        return NULL;
+    }
+    int64_t n = cols[0].length, m = ev[0].length;
+    const int64_t *parent = cols[0].values, *row = ev[0].values, *dur = ev[1].values, *kernel = ev[2].values;
+    Output *outs[5] = {NULL};
+    int64_t *kernels_self = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+    PyObject *result = NULL;
+    int bad = 0, ok = kernels_self != NULL;
+    for (int k = 0; k < 5 && ok; k++) ok = (outs[k] = new_output(n, 0)) != NULL;
+    if (!ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *ev_self = outs[0]->values, *ns_self = outs[1]->values, *ev_incl = outs[2]->values,
+            *k_incl = outs[3]->values, *ns_incl = outs[4]->values;
+    Py_BEGIN_ALLOW_THREADS
+    memset(ev_self, 0, (size_t)n * sizeof(int64_t));
+    memset(ns_self, 0, (size_t)n * sizeof(int64_t));
+    for (int64_t j = 0; j < m; j++) {
+        int64_t r = row[j];
+        if (r < 0) continue;
+        if (r >= n) {
+            bad = 1;
+            break;
+        }
+        ev_self[r] += 1;
+        ns_self[r] += dur[j];
+        kernels_self[r] += kernel[j] != 0;
+    }
+    if (!bad) {
+        memcpy(ev_incl, ev_self, (size_t)n * sizeof(int64_t));
+        memcpy(k_incl, kernels_self, (size_t)n * sizeof(int64_t));
+        memcpy(ns_incl, ns_self, (size_t)n * sizeof(int64_t));
+    }
+    for (int64_t i = 0; i < n && !bad; i++) {
+        if (!ev_self[i]) continue;
+        int64_t p = parent[i];
+        for (long long left = levels; p >= 0 && left > 0; left--) {
+            if (p >= n) {
+                bad = 1;
+                break;
+            }
+            ev_incl[p] += ev_self[i];
+            k_incl[p] += kernels_self[i];
+            ns_incl[p] += ns_self[i];
+            p = parent[p];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_IndexError, "row out of range");
+        goto done;
+    }
+    result = columns_tuple(outs, 5); /* takes the outputs over */
+done:
+    for (int k = 0; k < 5; k++)
+        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
+    free(kernels_self);
+    drop_column(&cols[0]);
+    for (int k = 0; k < 3; k++) drop_column(&ev[k]);
+    return result;
+}
+
+/* same_above((parent_row, code), levels) -> 0/1 per row: a row at most `levels` steps above it
+ * (itself excluded) has the same code (attribution's recursion: an op inside an op of the
+ * same name). */
+static PyObject *same_above(PyObject *self, PyObject *args) {
+    PyObject *pair;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "OL", &pair, &levels)) return NULL;
+    Column cols[2];
+    if (read_columns(pair, cols, 2) < 0) return NULL;
+    int64_t n = cols[0].length;
+    const int64_t *parent = cols[0].values, *code = cols[1].values;
+    Output *out = new_output(n, 0);
+    PyObject *result = NULL;
+    int bad = 0;
+    if (!out) {
+        PyErr_NoMemory();
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n && !bad; i++) {
+            int64_t p = parent[i], found = 0;
+            for (long long left = levels; p >= 0 && left > 0 && !found; left--) {
+                if (p >= n) {
+                    bad = 1;
+                    break;
+                }
+                found = p != i && code[p] == code[i];
+                p = parent[p];
+            }
+            out->values[i] = found;
+        }
+        Py_END_ALLOW_THREADS
+        result = one_column(&out, bad);
+    }
+    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    for (int k = 0; k < 2; k++) drop_column(&cols[k]);
+    return result;
+}
+
 /* chains((parent_row, code)) -> (chain of each row, parent chain of each chain, code of each
  * chain): rows whose chains of codes from the root down are equal get one chain number
  * (numbered as first met, a parent's before its children's). The op paths are then built
@@ -731,6 +846,11 @@ static PyMethodDef methods[] = {
      "chains((parent_row, code)) -> (chain of each row, parent chain and code of each chain) (capsules)"},
     {"up_until", up_until, METH_VARARGS,
      "up_until((parent_row, end), start_row, need, levels) -> the first row up from start with end >= need (capsule)"},
+    {"tree_sums", tree_sums, METH_VARARGS,
+     "tree_sums((parent_row,), (event_row, dur, kernel), levels) -> (events_self, ns_self, events_incl, kernels_incl, "
+     "ns_incl) per row (capsules)"},
+    {"same_above", same_above, METH_VARARGS,
+     "same_above((parent_row, code), levels) -> 0/1 per row: a row above it has the same code (capsule)"},
     {"flag_up", flag_up, METH_VARARGS,
      "flag_up((parent_row, flagged), levels) -> 0/1 per row: flagged or an ancestor of a flagged row (capsule)"},
     {"climb", climb, METH_VARARGS,
