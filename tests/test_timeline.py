@@ -183,9 +183,27 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
         got = intervals.covered_ns(q, f, on=["d"], whole=whole)
         assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
         assert dict(got.rows()) == want
+        # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
+        assert dict(intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole).rows()) == want
     points = q.select("d", t="q_start_ns")
     inside = [i for i, (d, s, length) in enumerate(rows) if any(p[0] == d and s <= p[1] < s + length for p in queries)]
     assert intervals.touched(f, points, on=["d"]).rows() == f[inside].rows()
+    assert intervals.touched(_as_threads(f), _as_threads(points), on=["pid", "tid"]).rows() == \
+        _as_threads(f)[inside].rows()
+
+
+def _as_threads(frame: pl.DataFrame) -> pl.DataFrame:
+    """Group `d` as two text keys: pid (d // 2) and tid (d), in its place."""
+    return frame.with_columns(pid=(pl.col("d") // 2).cast(pl.String), tid=("t" + pl.col("d").cast(pl.String))).drop("d")
+
+
+def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
+    f = pl.DataFrame({"pid": ["1", "1", None], "tid": ["a", None, "a"], "ts_ns": [0, 0, 0], "end_ns": [10, 20, 30]})
+    q = pl.DataFrame({"qid": [7, 8, 9], "pid": ["1", "1", None], "tid": ["a", None, "a"], "q_start_ns": [0, 0, 0],
+                      "q_end_ns": [40, 40, 40]})
+    assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
+    points = q.select("pid", "tid", t=pl.lit(5))
+    assert intervals.touched(f, points, on=["pid", "tid"]).rows() == [("1", "a", 0, 10)]
 
 
 def _gpu_trace(rows: list[tuple[int, int, int]], names: list[str]) -> Trace:

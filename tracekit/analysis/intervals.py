@@ -173,6 +173,26 @@ def gaps(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Sequenc
     return found.cast(schema).sort([*by, "start_ns"]).collect(engine=ENGINE)
 
 
+def _one_key(frames: Sequence[pl.LazyFrame], keys: Sequence[str]) -> tuple[list[pl.LazyFrame], list[str]]:
+    """The frames with their `keys` (a thread's pid and tid, say) replaced by one Int64
+    column, equal in every frame for equal keys and null where a key is null; a single
+    integer key stays as it is. Sorts, windows and as-of joins `by` one integer run several
+    times faster than by text: `touched` on the 1 GB trace's top-level ops took 0.18 s
+    against 0.53 s, the coding 0.04 s."""
+    keys = list(keys)
+    if not keys or (len(keys) == 1 and frames[0].collect_schema()[keys[0]].is_integer()):
+        return list(frames), keys
+    schema = frames[0].select(keys).collect_schema()
+    # made once (as a plan, each frame's join could run it on its own and number the keys
+    # in another order)
+    table = pl.concat([f.select(keys).cast(dict(schema)) for f in frames]).drop_nulls().unique(
+        maintain_order=True).with_row_index(_CODE).select(*keys, pl.col(_CODE).cast(I64)).collect(engine=ENGINE)
+    return [f.join(table.lazy(), on=keys, how="left", maintain_order="left").drop(keys) for f in frames], [_CODE]
+
+
+_CODE = "_key_code"
+
+
 def _keyed(rows: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     """`rows` with a constant key column when `by` is empty."""
     return rows if by else rows.with_columns(pl.lit(0, I64).alias(_KEY))
@@ -190,9 +210,10 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
     out_schema = {"qid": I64, "covered_ns": I64}
     if queries.is_empty() or intervals.is_empty():
         return pl.DataFrame(schema=out_schema)
-    keys = list(on) or [_KEY]
-    merged = _keyed(union_plan(intervals.lazy(), list(on), start, end).drop_nulls(list(on)), on)
-    queries = _keyed(queries.lazy().filter(pl.col("q_end_ns") > pl.col("q_start_ns")).drop_nulls(list(on)), on)
+    (ivs, qs), on = _one_key([intervals.lazy().select(*on, start, end), queries.lazy()], on)
+    keys = on or [_KEY]
+    merged = _keyed(union_plan(ivs, on, start, end).drop_nulls(on), on)
+    queries = _keyed(qs.filter(pl.col("q_end_ns") > pl.col("q_start_ns")).drop_nulls(on), on)
     # merged runs are disjoint and apart, so both their starts and their ends rise; per key,
     # `_n` counts the runs up to one and `_cum` sums their lengths
     runs = merged.with_columns(_n=pl.int_range(1, pl.len() + 1, dtype=I64).over(keys),
@@ -302,13 +323,13 @@ def touched(slices: pl.DataFrame, points: pl.DataFrame, *, on: Sequence[str], at
     Points per key are counted up to a time with an as-of join on their distinct times:
     a slice holds count(at <= end - 1) - count(at <= start - 1) of them.
     """
-    keys = list(on)
     if slices.is_empty() or points.is_empty():
         return slices.clear()
-    counts = (points.lazy().drop_nulls([*keys, at]).group_by([*keys, at]).len().sort([*keys, at])
-              .select(*keys, _t=pl.col(at).cast(I64), _n=pl.col("len").cum_sum().over(keys).cast(I64)))
     numbered = slices.lazy().with_row_index("_row")
-    rows = numbered.drop_nulls([*keys, start, end]).select(
+    (pts, rows), keys = _one_key([points.lazy().select(*on, at), numbered.select("_row", *on, start, end)], on)
+    counts = (pts.drop_nulls([*keys, at]).group_by([*keys, at]).len().sort([*keys, at])
+              .select(*keys, _t=pl.col(at).cast(I64), _n=pl.col("len").cum_sum().over(keys).cast(I64)))
+    rows = rows.drop_nulls([*keys, start, end]).select(
         "_row", *keys, _lo=pl.col(start).cast(I64) - 1, _hi=pl.col(end).cast(I64) - 1)
     upto = counts.sort("_t")
     rows = rows.sort("_hi").join_asof(upto, left_on="_hi", right_on="_t", by=keys, strategy="backward",
