@@ -139,6 +139,15 @@ class DepGraph:
         return EdgeOrder.of(self)
 
     @cached_property
+    def cpu_runs(self) -> tuple[pl.Series, pl.Series, pl.Series]:
+        """(row of each cpu edge in `edges`, start and end of its run of `segments`): the
+        pieces an edge sums are the rows lo..hi-1 of the segments (sorted by `src`)."""
+        cpu = self.edges.select(row=pl.int_range(pl.len(), dtype=I64), src="src").filter(self.edges["kind"] == "cpu")
+        anchors = self.segments["src"]
+        return (cpu["row"], anchors.search_sorted(cpu["src"], side="left").cast(I64),
+                anchors.search_sorted(cpu["src"], side="right").cast(I64))
+
+    @cached_property
     def longest(self) -> tuple[list[int], int]:
         """The longest path's nodes and weight (`longest.longest_path`), computed once for
         the critical path and every what-if."""

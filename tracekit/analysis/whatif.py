@@ -91,8 +91,8 @@ def no_launch_overhead(dep: DepGraph, *, order: Order | None = None) -> WhatIf:
 def no_syncs(dep: DepGraph, *, call_eids: Iterable[int] | None = None, order: Order | None = None) -> WhatIf:
     """Blocking syncs removed: all of them, or only the calls whose eid is in `call_eids`."""
     chosen = dep.syncs["eid"] if call_eids is None else pl.Series("eid", list(call_eids), dtype=I64)
-    seg = dep.segments.with_columns(_gone=(pl.col("cls") == "sync_wait") & pl.col("eid").is_in(chosen.implode()))
-    weights = _cpu_weights(dep, seg.with_columns(weight_ns=pl.when("_gone").then(0).otherwise("weight_ns")))
+    gone = (pl.col("cls") == "sync_wait") & pl.col("eid").is_in(chosen.implode())
+    weights = _cpu_weights(dep, dep.segments.select(pl.when(gone).then(0).otherwise("weight_ns"))[:, 0])
     cut = (pl.col("kind") == "sync") & pl.col("eid").is_in(chosen.implode())
     weights = dep.edges.with_columns(_w=weights).select(pl.when(cut).then(CUT).otherwise("_w"))[:, 0]
     label = "all syncs" if call_eids is None else fmt.counted(chosen.len(), "sync call")
@@ -112,10 +112,11 @@ def _classes(dep: DepGraph) -> pl.DataFrame:
 
 
 def _faster(dep: DepGraph, classes: pl.DataFrame, *, kernel_class: str, factor: float, order: Order | None) -> WhatIf:
-    edges = dep.edges.join(classes, on="name", how="left", maintain_order="left")
-    hit = (pl.col("kind") == "gpu") & (pl.col("kernel_class") == kernel_class)
-    weights = edges.select(pl.when(hit).then((pl.col("weight_ns") / factor).round().cast(I64))
-                           .otherwise("weight_ns"))[:, 0]
+    # the names of the class, looked up (a join of every edge with the classes copied them all)
+    names = classes.filter(pl.col("kernel_class") == kernel_class)["name"]
+    hit = (pl.col("kind") == "gpu") & pl.col("name").is_in(names.implode())
+    weights = dep.edges.select(pl.when(hit).then((pl.col("weight_ns") / factor).round().cast(I64))
+                               .otherwise("weight_ns"))[:, 0]
     return _estimate(dep, f"faster:{kernel_class}", f"{kernel_class} kernels {factor:g}x faster", weights, order)
 
 
@@ -134,16 +135,21 @@ def standard(dep: DepGraph) -> list[WhatIf]:
 
 
 def _cpu_without(dep: DepGraph, classes: tuple[str, ...]) -> pl.Series:
-    seg = dep.segments.with_columns(weight_ns=pl.when(pl.col("cls").is_in(classes)).then(0).otherwise("weight_ns"))
-    return _cpu_weights(dep, seg)
+    gone = pl.col("cls").is_in(classes)
+    return _cpu_weights(dep, dep.segments.select(pl.when(gone).then(0).otherwise("weight_ns"))[:, 0])
 
 
-def _cpu_weights(dep: DepGraph, segments: pl.DataFrame) -> pl.Series:
-    """Edge weights (aligned with dep.edges) with the cpu edges re-summed from `segments`."""
-    sums = segments.group_by("src").agg(_w=pl.col("weight_ns").sum())
-    edges = dep.edges.join(sums, on="src", how="left", maintain_order="left")
-    return edges.select(pl.when(pl.col("kind") == "cpu").then(pl.col("_w").fill_null(0))
-                        .otherwise("weight_ns").alias("weight"))[:, 0]
+def _cpu_weights(dep: DepGraph, weights: pl.Series) -> pl.Series:
+    """Edge weights (aligned with dep.edges) with the cpu edges re-summed from the pieces'
+    `weights` (aligned with dep.segments).
+
+    A cpu edge's pieces are the segments whose `src` is the edge's, one run of them (they
+    are sorted by `src`): its sum is a difference of two running sums, read at the run's
+    ends (`DepGraph.cpu_runs`). A group-by of the pieces and a join with every edge had
+    taken 0.4 s per scenario on the 1 GB trace (4.6M pieces, 2.3M edges)."""
+    rows, lo, hi = dep.cpu_runs
+    running = pl.concat([pl.Series([0], dtype=I64), weights.cast(I64).fill_null(0).cum_sum()])
+    return dep.edges["weight_ns"].clone().scatter(rows, running.gather(hi) - running.gather(lo)).rename("weight")
 
 
 def _estimate(dep: DepGraph, scenario: str, description: str, weights: pl.Series, order: Order | None) -> WhatIf:
