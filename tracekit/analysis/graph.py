@@ -375,14 +375,21 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
 
 
 def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series) -> pl.LazyFrame:
-    """One edge per pair of consecutive anchors on a thread: the sum of the pieces between."""
-    sums = segments.lazy().group_by("src").agg(weight_ns=pl.col("weight_ns").sum())
+    """One edge per pair of consecutive anchors on a thread: the sum of the pieces between.
+
+    The pieces of an anchor are one run of the segments (sorted by `src`): its sum is a
+    difference of running sums at the run's ends (a group-by of the 1 GB trace's 4.6M
+    pieces and its join took 0.28 s)."""
+    src = segments["src"]
+    running = pl.concat([pl.Series([0], dtype=I64), segments["weight_ns"].cast(I64).fill_null(0).cum_sum()])
     same = pl.col("_thread") == pl.col("_thread").shift(-1)
-    pairs = anchors.lazy().sort("node").with_columns(
-        dst=pl.when(same).then(pl.col("node").shift(-1)), _end=pl.when(same).then(pl.col("t").shift(-1)))
-    pairs = pairs.filter(pl.col("dst").is_not_null()).join(sums, left_on="node", right_on="src", how="left",
-                                                           maintain_order="left")
-    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns=pl.col("weight_ns").fill_null(0),
+    pairs = anchors.sort("node")
+    nodes = pairs["node"]
+    sums = running.gather(src.search_sorted(nodes, side="right")) - running.gather(src.search_sorted(nodes, side="left"))
+    pairs = pairs.lazy().with_columns(weight_ns=sums, dst=pl.when(same).then(pl.col("node").shift(-1)),
+                                      _end=pl.when(same).then(pl.col("t").shift(-1)))
+    pairs = pairs.filter(pl.col("dst").is_not_null())
+    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns="weight_ns",
                         start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
                         name=pl.lit(None, STR), lane=_lane(lanes), inferred=pl.lit(False),
                         src_eid=pl.lit(None, I64))
