@@ -28,6 +28,7 @@ from tracekit.findings.model import Evidence
 from tracekit.model import Trace
 
 I64, STR = pl.Int64, pl.String
+EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
 _NOT_WINDOW = ["trace", "overhead", "gpu_user_annotation"]
 
 
@@ -141,7 +142,7 @@ class Context:
         return no_launch_overhead(graph) if graph is not None else None
 
     # -- evidence --------------------------------------------------------------------------
-    def evidence(self, rows: pl.DataFrame, *, limit: int = 5,
+    def evidence(self, rows: pl.DataFrame, *, limit: int = EVIDENCE_ROWS,
                  note: pl.Expr | Callable[[dict[str, Any]], str] | None = None) -> tuple[Evidence, ...]:
         """Evidence from rows with `name`, `ts_ns`, optional `dur_ns`/`eid`, and a `lane`, or
         `device`/`stream` (GPU), or `pid`/`tid` (CPU); `note` a short note: an expression, or

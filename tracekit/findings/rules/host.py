@@ -7,7 +7,7 @@ import polars as pl
 from tracekit import format as fmt
 from tracekit.analysis.intervals import total_union_ns
 from tracekit.analysis.order import longest, longest_gaps
-from tracekit.findings.context import Context
+from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
 
 
@@ -51,11 +51,17 @@ def host_bound_path(ctx: Context, p: Params) -> Hit | None:
     saved = ctx.no_launch_overhead
     if saved is None:
         return None
-    segs = cp.segments.filter(pl.col("cls").is_in(["python_overhead", "launch_overhead"]))
-    top = (segs.group_by("context").agg(ns=pl.col("dur_ns").sum(), ts_ns=pl.col("start_ns").first(),
-                                        lane=pl.col("lane").first())
+    host_cls = pl.col("cls").is_in(["python_overhead", "launch_overhead"])
+    # host time per context from the path's summary, and the first host piece of the
+    # contexts shown (grouping the path's pieces by context took 0.5 s on the 1 GB trace)
+    top = (cp.by_context.filter(host_cls).group_by("context").agg(ns=pl.col("ns").sum())
            .filter(pl.col("ns") > 0)  # (zero-length pieces of the path hold no host time)
-           .sort(["ns", "context"], descending=[True, False]).with_columns(name=pl.col("context"), dur_ns=pl.col("ns")))
+           .sort(["ns", "context"], descending=[True, False]).head(EVIDENCE_ROWS))
+    shown = pl.col("context").is_in(top["context"].implode(), nulls_equal=True)
+    first = cp.segments.lazy().filter(host_cls & shown).group_by("context").agg(
+        ts_ns=pl.col("start_ns").first(), lane=pl.col("lane").first())
+    top = top.lazy().join(first, on="context", how="left", nulls_equal=True, maintain_order="left").with_columns(
+        name=pl.col("context"), dur_ns=pl.col("ns")).collect()
     return Hit(title=f"Critical path {fmt.pct(host, 0)} host overhead ({cp.sentence}); without launch overhead the "
                      f"window would be ~{fmt.ns(saved.estimate_ns)} instead of {fmt.ns(cp.window_ns)}",
                time_lost_ns=saved.saved_ns,
