@@ -305,15 +305,21 @@ static PyObject *one_column(Output **out, int bad) {
     return capsule;
 }
 
+/* The arguments of a walk up the tree: a pair of columns (parent_row and one more) and
+ * `levels`. 0, or -1 with an exception set (nothing held). */
+static int read_walk(PyObject *args, Column cols[2], long long *levels) {
+    PyObject *pair;
+    if (!PyArg_ParseTuple(args, "OL", &pair, levels)) return -1;
+    return read_columns(pair, cols, 2);
+}
+
 /* flag_up(parent_row, flagged, levels) -> 0/1 per row: flagged, or an ancestor at most
  * `levels` steps above a flagged row (parent_row -1: none). `reach` keeps the most steps
  * left with which a row was met, so each row is walked past again only with more. */
 static PyObject *flag_up(PyObject *self, PyObject *args) {
-    PyObject *pair;
     long long levels;
-    if (!PyArg_ParseTuple(args, "OL", &pair, &levels)) return NULL;
     Column cols[2];
-    if (read_columns(pair, cols, 2) < 0) return NULL;
+    if (read_walk(args, cols, &levels) < 0) return NULL;
     int64_t n = cols[0].length;
     const int64_t *parent = cols[0].values, *flagged = cols[1].values;
     Output *out = new_output(n, 0);
@@ -539,11 +545,9 @@ done:
  * (itself excluded) has the same code (attribution's recursion: an op inside an op of the
  * same name). */
 static PyObject *same_above(PyObject *self, PyObject *args) {
-    PyObject *pair;
     long long levels;
-    if (!PyArg_ParseTuple(args, "OL", &pair, &levels)) return NULL;
     Column cols[2];
-    if (read_columns(pair, cols, 2) < 0) return NULL;
+    if (read_walk(args, cols, &levels) < 0) return NULL;
     int64_t n = cols[0].length;
     const int64_t *parent = cols[0].values, *code = cols[1].values;
     Output *out = new_output(n, 0);
