@@ -218,6 +218,19 @@ def test_whatif_remove_syncs(tmp_path):
     assert names == ["no_launch_overhead", "no_syncs", "faster:gemm"]
 
 
+def test_whatif_needs_the_pieces_in_anchor_order(tmp_path):
+    """A cpu edge's what-if weight sums one run of the pieces (sorted by `src`): a graph whose
+    pieces are out of that order is refused, not summed wrong."""
+    from dataclasses import replace
+
+    from tracekit.analysis import whatif
+
+    dep = critical_path(launch_bound().load(tmp_path, "a.json.gz")).graph
+    assert dep.segments["src"].n_unique() > 1
+    with pytest.raises(ValueError, match="sorted by src"):
+        whatif.no_launch_overhead(replace(dep, segments=dep.segments.reverse()))
+
+
 def test_analyse_releases_the_graph_after_its_readers(tmp_path):
     """`analyse()` keeps the path but not its dependency graph (unless asked): the what-ifs
     and the host_bound_path finding, its last readers, give the same results either way."""

@@ -144,6 +144,8 @@ class DepGraph:
         pieces an edge sums are the rows lo..hi-1 of the segments (sorted by `src`)."""
         cpu = self.edges.select(row=pl.int_range(pl.len(), dtype=I64), src="src").filter(self.edges["kind"] == "cpu")
         anchors = self.segments["src"]
+        if not anchors.is_sorted():  # (a binary search of unsorted anchors would find wrong runs)
+            raise ValueError("DepGraph.segments must be sorted by src, as build_graph makes them")
         return (cpu["row"], anchors.search_sorted(cpu["src"], side="left").cast(I64),
                 anchors.search_sorted(cpu["src"], side="right").cast(I64))
 
