@@ -44,11 +44,17 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
 def in_time_order(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` sorted by (ts_ns, eid), as a trace's frames are: sorted only when it is not
     (the check reads two columns; a sort copies them all)."""
+    return frame if in_time_order_already(frame) else frame.sort("ts_ns", "eid")
+
+
+def in_time_order_already(frame: pl.DataFrame) -> bool:
+    """The rows are in (ts_ns, eid) order, each after the one before (a null time or eid is
+    out of order)."""
     if frame.height < 2:
-        return frame
+        return True
     ts, eid = pl.col("ts_ns"), pl.col("eid")
     ordered = frame.select(((ts.diff() > 0) | ((ts.diff() == 0) & (eid.diff() > 0))).slice(1).all(ignore_nulls=False))
-    return frame if ordered.item() else frame.sort("ts_ns", "eid")  # (a null time is out of order: sorted)
+    return bool(ordered.item())
 
 
 def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
@@ -96,11 +102,16 @@ def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
     end_ns) from the C pass; None when a time or eid is null (the Polars joins take those)."""
     if any(cols[c].null_count() for c in _NATIVE_COLS[1:]):
         return None
-    # a sort of the narrow frame with the row numbers costs half an arg_sort_by on the same keys
+    # a sort of the narrow frame with the row numbers costs half an arg_sort_by on the same keys;
+    # rows in (ts, eid) order already (a trace's frames are) take a stable sort on the first
+    # three keys, which keeps eid order among equals (the 1 GB trace's 2.4M CPU slices:
+    # 0.15-0.24 s against 0.37 s)
+    keys, descending = ["_g", "ts_ns", "dur_ns", "eid"], [False, False, True, False]
+    stable = in_time_order_already(cols)
     ordered = cols.select(pl.struct(KEYS).rank("dense").cast(pl.Int64).alias("_g"),
                           *[pl.col(c).cast(pl.Int64) for c in _NATIVE_COLS[1:]],
                           pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")).sort(
-        ["_g", "ts_ns", "dur_ns", "eid"], descending=[False, False, True, False])
+        keys[:3] if stable else keys, descending=descending[:3] if stable else descending, maintain_order=stable)
     perm = ordered["_row"]
     depth, parent = native.slices.nest(*(native.arrow(ordered[c]) for c in _NATIVE_COLS))
     back = perm.arg_sort()  # row i of `cols` sits at back[i] in the sorted order
