@@ -300,12 +300,15 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
     lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid")).to_series().rename("lane")
     nested = nested.select("eid", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid").join(
-        threads, on=["pid", "tid"], how="left", nulls_equal=True)
+        threads, on=["pid", "tid"], how="left", nulls_equal=True, maintain_order="left")
     starts = nested.select("_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
                            key=pl.col("depth"), owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
     ends = nested.filter(dur > 0).select("_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False),
                                          key=-pl.col("depth"), owner=pl.col("parent_eid"))
-    pts = pl.concat([starts, ends]).sort("_thread", "t", "opening", "key", "eid")
+    # `nested` is in (ts, eid) order (`with_parents`), so the starts are in eid order among
+    # equal times: with the ends put in eid order, a stable sort on the other four keys gives
+    # the order of all five (the 1 GB trace's 4.6M points: 0.20-0.27 s against 0.65-0.68 s)
+    pts = pl.concat([starts, ends.sort("eid")]).sort("_thread", "t", "opening", "key", maintain_order=True)
     return pts.with_row_index("node").with_columns(pl.col("node").cast(I64)), lanes
 
 
