@@ -195,7 +195,7 @@ def _links(trace: Trace) -> pl.DataFrame:
 
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
-HEAVY = ("gaps", "attribution")  # each needs several times the frames at its peak
+HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
 PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the critical path
 WORKERS = 2
 MEMORY_FACTOR = 10  # the process's peak with two threads, in multiples of the frames' size (9.4x at 250 MB, 8x at 1 GB)
@@ -206,10 +206,13 @@ def workers_for(trace: Trace) -> int:
     analyses at once could take more than half the machine's memory: their peaks add up,
     and running out is worse than slow.
 
-    On large traces (`PHASED_BYTES`) the two heaviest analyses after the critical path
-    (`HEAVY`) wait for it, so that their peaks never add to its own: on the 1 GB trace the
-    peak was 5.1 GB instead of 6.1 GB (one thread: 5.1 GB too), in 49 s instead of 44 s
-    (one thread: 52 s). Below that size the same order costs 10 % and saves little."""
+    On large traces (`PHASED_BYTES`) the heaviest analysis after the critical path
+    (`HEAVY`) waits for it, so that their peaks never add up: on the 1 GB trace the peak
+    was 5.1 GB instead of 6.1 GB (one thread: 5.1 GB too), in 49 s instead of 44 s (one
+    thread: 52 s), when the attribution waited too. Since its C walks the attribution
+    peaks at a fifth of what it did and runs beside the critical path (the 1 GB trace's
+    analyses: 0.976x the time over 4 alternating rounds, the same peak). Below that size
+    the same order costs 10 % and saves little."""
     memory = _physical_memory()
     return 1 if memory is not None and _frames_bytes(trace) * MEMORY_FACTOR > memory // 2 else WORKERS
 
