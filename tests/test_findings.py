@@ -11,6 +11,8 @@ import polars as pl
 import pytest
 from builders import A100, TraceBuilder
 from conftest import all_real_traces, real_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_graph import ADD, GEMM, gpu_bound, launch_bound, sync_stalled
 
 from tracekit import UsageError
@@ -472,6 +474,17 @@ def test_longest_breaks_ties_by_time_then_id():
         assert longest(rows.sample(fraction=1.0, shuffle=True, seed=seed))["eid"].to_list() == [1, 9, 3, 5, 7]
     gaps = pl.DataFrame({"gap_ns": [5, 5, 5], "start_ns": [7, 7, 2], "device": [1, 0, 3], "stream": [None, None, None]})
     assert longest_gaps(gaps.reverse())["device"].to_list() == [3, 0, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(0, 3)), max_size=30),
+       st.integers(0, 12))
+def test_the_head_of_longest_is_the_head_of_the_whole_order(rows, head):
+    """`longest(head=n)` sorts only the rows that can be among the first n: the same rows,
+    ties and nulls included, as the whole order's first n."""
+    frame = pl.DataFrame({"dur_ns": [d for d, _ in rows], "ts_ns": [t for _, t in rows],
+                          "eid": list(range(len(rows)))}, schema={"dur_ns": pl.Int64, "ts_ns": pl.Int64, "eid": pl.Int64})
+    assert longest(frame, head=head).equals(longest(frame).head(head))
 
 
 @pytest.mark.real

@@ -107,7 +107,7 @@ class Gaps:
         return {
             "min_gap_ns": self.min_gap_ns, "idle_ns": self.idle_ns, "by_cause": self.by_cause,
             "totals": self.totals.to_dicts(),
-            "longest": longest_gaps(top).head(limit).to_dicts(),
+            "longest": longest_gaps(top, head=limit).to_dicts(),
         }
 
 

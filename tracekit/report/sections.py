@@ -8,6 +8,7 @@ from tracekit import format as fmt
 from tracekit.analyse import Analysis
 from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.analysis.order import longest, longest_gaps
+from tracekit.analysis.shared import ENGINE
 from tracekit.report.model import Bar, BarChart, Section
 from tracekit.report.tables import frame_table
 
@@ -88,7 +89,11 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
     g = a.gaps
     items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
     charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
-    dev = longest_gaps(g.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short")))
+    # the columns the table shows and orders by (a filter of every column copied them all)
+    shown = g.gaps.lazy().filter((pl.col("scope") == "device") & (pl.col("cause") != "short")).select(
+        "cause", "gap_ns", "start_ns", "device", "stream", "blame_op", "annotation", "module", "next_name",
+        "next_op").collect(engine=ENGINE)
+    dev = longest_gaps(shown, head=top)
     # times from the trace start, as the findings' evidence counts them
     dev = dev.with_columns(cause_label=pl.col("cause").replace(CAUSE_LABELS),
                            at=pl.col("start_ns") - a.trace.start_ns)
@@ -96,7 +101,7 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
         ("cause_label", "cause", "label"), ("gap_ns", "length", "ns"), ("at", "at (from trace start)", "ns"),
         ("device", "device", "count"), ("blame_op", "CPU op at the time", "text"), ("annotation", "annotation", "text"),
         ("module", "module", "text"), ("next_name", "next GPU activity", "text"), ("next_op", "launched by", "text")],
-        limit=top)
+        limit=top, total_rows=shown.height)
     return Section(id="gaps", title="Idle gaps and why", charts=charts, tables=[t],
                    intro=f"Every gap in a device's busy time longer than {fmt.ns(g.min_gap_ns)} gets a cause; shorter "
                          "ones are summed as short gaps, so the causes add up to the idle time exactly.")
@@ -134,13 +139,14 @@ def sync_section(a: Analysis, *, top: int) -> Section | None:
     if a.syncs.syncs.is_empty() and a.copies.copies.is_empty():
         return None
     s, c = a.syncs, a.copies
-    syncs = frame_table("syncs", "Blocking host↔device syncs", longest(s.syncs), [
+    syncs = frame_table("syncs", "Blocking host↔device syncs", longest(s.syncs, head=top), [
         ("name", "call", "text"), ("dur_ns", "blocked", "ns"), ("gpu_wait_ns", "GPU work waited for", "ns"),
-        ("op_path", "caused by", "text"), ("waited_name", "last GPU work", "text")], limit=top)
-    copies = frame_table("copies", "Copies", longest(c.copies), [
+        ("op_path", "caused by", "text"), ("waited_name", "last GPU work", "text")], limit=top,
+        total_rows=s.syncs.height)
+    copies = frame_table("copies", "Copies", longest(c.copies, head=top), [
         ("name", "copy", "text"), ("direction", "direction", "text"), ("host_memory", "host memory", "text"),
         ("bytes", "bytes", "bytes"), ("dur_ns", "time", "ns"), ("bandwidth_gbps", "bandwidth", "gbps"),
-        ("api", "API", "text"), ("op_path", "issued by", "text")], limit=top)
+        ("api", "API", "text"), ("op_path", "issued by", "text")], limit=top, total_rows=c.copies.height)
     paras = [f"{fmt.counted(s.sync_calls, 'blocking sync')} held the CPU for {fmt.ns(s.sync_ns)}; "
              f"{fmt.counted(c.memcpys, 'memcpy')} moved {fmt.size(c.memcpy_bytes)} in {fmt.ns(c.memcpy_ns)} "
              f"({fmt.count(c.pageable)} from pageable memory, {fmt.count(c.dtod)} device-to-device)."]

@@ -40,8 +40,11 @@ def frame_table(
     *,
     limit: int | None = 50,
     note: str | None = None,
+    total_rows: int | None = None,
 ) -> Table:
-    """`columns`: (frame column, label, kind[, help]). Rows beyond `limit` are dropped."""
+    """`columns`: (frame column, label, kind[, help]). Rows beyond `limit` are dropped.
+    `total_rows`: the rows the table is the head of, when `frame` holds only that head
+    (default: the frame's)."""
     cols = [Column(key=c[0], label=c[1], numeric=c[2] in NUMERIC, help=c[3] if len(c) > 3 else None,
                    nowrap=c[2] == "label") for c in columns]
     shown = frame if limit is None else frame.head(limit)
@@ -58,4 +61,5 @@ def frame_table(
             value = v if kind in NUMERIC or v is None else str(v)
             row.append(Cell(text=text, value=value, title=hover))
         rows.append(row)
-    return Table(id=id, title=title, columns=cols, rows=rows, note=note, total_rows=frame.height)
+    return Table(id=id, title=title, columns=cols, rows=rows, note=note,
+                 total_rows=frame.height if total_rows is None else total_rows)
