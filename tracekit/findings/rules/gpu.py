@@ -10,7 +10,7 @@ from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES
 from tracekit.analysis.intervals import union_ns
 from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.timeline import work_rows
-from tracekit.findings.context import Context
+from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
 
 I64 = pl.Int64
@@ -33,7 +33,7 @@ def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
     if ctx.trace.gpu_work.is_empty() or tl.utilisation is None or tl.utilisation >= p.max_utilisation:
         return None
     where = "the profiler steps" if tl.window == "ProfilerStep" else "the span of GPU work"
-    gaps = longest_gaps(_device_gaps(ctx)).with_columns(
+    gaps = longest_gaps(_device_gaps(ctx), head=EVIDENCE_ROWS).with_columns(
         name=pl.format("GPU idle ({}) before {}", "cause", pl.col("next_name").fill_null("the window end")))
     return Hit(title=f"GPU busy only {fmt.pct(tl.utilisation)} of {where} ({fmt.ns(tl.span_ns)}; threshold "
                      f"{fmt.pct(p.max_utilisation, 0)})",
@@ -50,7 +50,7 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
                                     & (pl.col("gap_ns") >= p.min_gap_ns))
     if gaps.is_empty():
         return None
-    top = longest_gaps(gaps).with_columns(
+    top = longest_gaps(gaps, head=EVIDENCE_ROWS).with_columns(
         name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
     lost = int(gaps["gap_ns"].sum())
     # the cause with the most of the gaps' time (ties: the first in the order of CAUSES)

@@ -27,7 +27,7 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
         return None
     where = (short.with_columns(_w=pl.coalesce("module", "next_op", "blame_op")).group_by("_w")
              .agg(ns=pl.col("gap_ns").sum()).sort(["ns", "_w"], descending=[True, False], nulls_last=True))
-    top = longest_gaps(short).with_columns(
+    top = longest_gaps(short, head=EVIDENCE_ROWS).with_columns(
         name=pl.format("GPU waits for the launch of {}", pl.col("next_name")), ts_ns=pl.col("start_ns"),
         dur_ns=pl.col("gap_ns"), lane=pl.format("device {}", "device"), eid=pl.col("next_eid"))
     title = fmt.agree("Launch-bound: {kernels} ([median |]{median}) [wait|waits] on the CPU; the GPU idles {lost} "
