@@ -8,6 +8,7 @@ from tracekit import format as fmt
 from tracekit.analysis.breakdown import COMMUNICATION
 from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES
 from tracekit.analysis.intervals import union_ns
+from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import EVIDENCE_ROWS, Context
@@ -125,10 +126,10 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     # calls are compared with those of the same kernel, launch grid and (when the trace has
     # them) input shapes of the op that launched it: one kernel name serves several shapes (a
     # GEMM in every Linear, prefill and decode), each with its own time
-    shapes = ctx.trace.ops.select(op_eid="eid", _shape="input_dims")
     k = ctx.links.filter(pl.col("cat") == "kernel").select(
-        "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid").join(
-        shapes, on="op_eid", how="left", maintain_order="left")
+        "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid")
+    at = rows_of(ctx.trace.ops, k["op_eid"])  # (a lookup by eid, not a join with every op)
+    k = k.with_columns(_shape=ctx.trace.ops["input_dims"].gather(at.set(at < 0, None)))
     same = ["name", "grid_x", "grid_y", "grid_z", "_shape"]
     med = pl.col("dur_ns").median().over(same)
     k = k.with_columns(_n=pl.len().over(same), _med=med).with_columns(
