@@ -130,6 +130,16 @@ def test_innermost_hand_computed(monkeypatch):
     assert got.equals(reference)
 
 
+def test_innermost_of_slices_starting_together_is_the_shorter(monkeypatch):
+    """Two slices start together on one thread, the shorter first in eid order: the point
+    inside both takes the shorter, with the slices in time order or not."""
+    slices = _frame([(101, "1", "7", 10, 5), (102, "1", "7", 10, 20), (103, "1", "7", 0, 40)])
+    points = pl.DataFrame([(1, "1", "7", 12), (2, "1", "7", 25)], schema=POINTS, orient="row")
+    for frame in (slices, slices.sort("ts_ns", "eid"), slices.reverse()):
+        got, reference = _with_and_without_c(monkeypatch, lambda f=frame: _innermost(points, f))
+        assert got.select("gid", "eid").rows() == reference.select("gid", "eid").rows() == [(1, 101), (2, 102)]
+
+
 points_st = st.lists(st.tuples(st.sampled_from(["1", "2", None]), st.sampled_from(["7", "8"]),
                                st.one_of(st.none(), st.integers(0, 40))), max_size=30)
 
@@ -144,6 +154,8 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
         m.setenv("TRACEKIT_NATIVE", "0")
         reference = _innermost(points, frame)
     assert got.equals(reference)
+    # slices in time order, as a trace's are (the C pass's sort then keeps their eid order)
+    assert _innermost(points, frame.sort("ts_ns", "eid")).equals(got)
     # the definition: of the slices containing the point, the last started, then the shortest, then the highest eid
     for gid, pid, tid, at in points.rows():
         inside = [r for r in frame.rows(named=True) if (r["pid"], r["tid"]) == (pid, tid) and pid is not None
