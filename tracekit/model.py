@@ -36,6 +36,12 @@ import polars as pl
 I64 = pl.Int64
 F64 = pl.Float64
 STR = pl.String
+# The Polars engine of the lazy plans that build these frames (the loader) and read them
+# (the analyses). Polars 2's default picks the streaming engine, whose start costs more than
+# these plans' work: on the 54 MB trace a load peaked 7-14 MB higher and took as long or
+# longer (benchmarks/ab.py), and every eager step of an analysis pays Polars' planning and
+# its thread pool's hand-over again (0.1-0.4 ms on a 2-core machine; docs/loader.md).
+ENGINE = "in-memory"
 
 OPS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,

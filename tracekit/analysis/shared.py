@@ -23,13 +23,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from tracekit.model import ENGINE  # noqa: F401  (the analyses import it from here)
+
 T = TypeVar("T")
-# The engine of the analyses' lazy plans: Polars 2's default (streaming) costs more to start
-# than these plans do work (as in the loader: `tracekit.loader.columns.ENGINE`). The analyses
-# chain their steps into such plans rather than run them one by one: every eager step pays
-# Polars' planning and its thread pool's hand-over again (0.1-0.4 ms on a 2-core machine,
-# whatever the frame's size; docs/loader.md).
-ENGINE = "in-memory"
+# The analyses chain their steps into lazy plans on the model's engine rather than run them
+# one by one (`tracekit.model.ENGINE`).
 _MEMO: ContextVar[dict[Any, Any] | None] = ContextVar("tracekit_shared_frames", default=None)
 
 

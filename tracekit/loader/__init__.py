@@ -152,10 +152,9 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     """The Trace of a read."""
     import polars as pl
 
-    from tracekit.loader.columns import ENGINE
     from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
     from tracekit.loader.meta import name_metadata, top_fields
-    from tracekit.model import WARNINGS_SCHEMA, Trace, TraceMeta
+    from tracekit.model import ENGINE, WARNINGS_SCHEMA, Trace, TraceMeta
 
     frames = Frames(result.parts)
     notes = Notes()

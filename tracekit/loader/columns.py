@@ -20,6 +20,7 @@ from tracekit.loader.batch import WITH_ARGS_TEXT, Batch
 from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category
 from tracekit.loader.events import NO_ARGS
 from tracekit.model import (
+    ENGINE,
     FLOWS_SCHEMA,
     GPU_SCHEMA,
     INSTANTS_SCHEMA,
@@ -31,10 +32,6 @@ from tracekit.model import (
 MAX_US = 9_223_372_036_854_775  # largest microsecond value whose nanoseconds fit in Int64
 I64_MAX = 2**63 - 1
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
-# The loader's lazy plans run on Polars' in-memory engine. The default ("auto") picks the
-# streaming engine in Polars 2, whose start-up costs more than these plans' work: on the
-# 54 MB trace a load peaked 7-14 MB higher and took as long or longer (benchmarks/ab.py).
-ENGINE = "in-memory"
 _NO_ARGS = NO_ARGS.decode()
 IGNORED_PHASES = ("P", "O", "N", "D", "c", "(", ")")
 STAT_CODES = ("missing_ts", "missing_duration", "negative_duration", "zero_duration", "bad_flow_id",

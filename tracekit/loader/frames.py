@@ -15,9 +15,9 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.loader.chrome import pair_spans
-from tracekit.loader.columns import EMPTY_SCHEMAS, ENGINE, Parts, empty_part, slices_by_frame, thread_key
+from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame, thread_key
 from tracekit.loader.events import decode_any
-from tracekit.model import COUNTERS_SCHEMA, SCHEMAS
+from tracekit.model import COUNTERS_SCHEMA, ENGINE, SCHEMAS
 
 Note = tuple[str, str, int, str, int | None]  # level, code, count, message, first eid
 INFO_CODES = frozenset({"zero_duration", "out_of_order", "ignored_phase", "duplicate_correlation",
