@@ -28,7 +28,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis import native
-from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, DepGraph, build_graph
+from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.taxonomy import classify_names
@@ -200,10 +200,8 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
     # a (src, dst) pair is one edge at most (`build_graph` keeps them unique): one row per step, in path order
     on_path = pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")
-    anchors = dep.segments["src"]
-    steps = pl.DataFrame({"cpu": on_path["kind"] == "cpu",
-                          "lo": anchors.search_sorted(on_path["src"], side="left").cast(I64),
-                          "hi": anchors.search_sorted(on_path["src"], side="right").cast(I64)})
+    lo, hi = piece_runs(dep.segments["src"], on_path["src"])
+    steps = pl.DataFrame({"cpu": on_path["kind"] == "cpu", "lo": lo, "hi": hi})
     # a row's source: a piece's row (>= 0), or -1 - (its row among the other edges)
     other_row = (~pl.col("cpu")).cast(I64).cum_sum() - 1
     source = steps.select(pl.when("cpu").then(pl.int_ranges("lo", "hi")).otherwise(
