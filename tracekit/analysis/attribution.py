@@ -101,9 +101,7 @@ def _tree_native(nested: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame,
 
     On the 1 GB trace the closure held 5.3M (op, ancestor) pairs, and the per-name sums
     joined them with names and deduplicated on text."""
-    if nested["name"].null_count() or int(nested["depth"].max() or 0) >= LEVELS:  # type: ignore[arg-type]
-        return None
-    rows = parent_rows(nested)
+    rows = _walkable(nested)
     if rows is None:
         return None
     events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
@@ -114,10 +112,26 @@ def _tree_native(nested: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame,
         at, events["dur_ns"], events["kernel"])), LEVELS)
     names = ("gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns")
     sums = pl.DataFrame([native.series(c, name) for c, name in zip(found, names)])
-    codes = nested.select(pl.col("name").rank("dense").cast(I64)).to_series()
+    codes = _name_codes(nested)
     inner = native.series(native.slices.same_above((native.arrow(rows), native.arrow(codes)), LEVELS)) != 0
     recursive = nested.select("eid").filter(inner).with_columns(_inner=pl.lit(True))
     return sums, recursive
+
+
+def _walkable(nested: pl.DataFrame) -> pl.Series | None:
+    """The op tree's parent rows (`nesting.parent_rows`) when the C walks that compare names
+    give the closure's answers: no eid repeats, no name is null, and the tree is less than
+    `LEVELS` deep (there the closure stops short). Else None: the joins decide."""
+    if nested["name"].null_count() or int(nested["depth"].max() or 0) >= LEVELS:  # type: ignore[arg-type]
+        return None
+    return parent_rows(nested)
+
+
+def _name_codes(nested: pl.DataFrame) -> pl.Series:
+    """One integer per op name (equal names, equal codes), for the C walks that compare
+    names: once per op tree inside `sharing()` (the attribution's recursion and the op paths
+    both read them)."""
+    return remember("name_codes", (nested,), lambda: nested.select(pl.col("name").rank("dense").cast(I64)).to_series())
 
 
 def closure_pairs(nested: pl.DataFrame) -> pl.DataFrame:
@@ -161,10 +175,10 @@ def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl
 
 def _chain_paths(nested: pl.DataFrame, sep: str) -> tuple[pl.Series, pl.Series] | None:
     """(chain of each row, path text of each chain), once per op tree inside `sharing()`."""
-    rows = parent_rows(nested)
-    if rows is None or nested["name"].null_count() or int(nested["depth"].max() or 0) >= 256:
+    rows = _walkable(nested)
+    if rows is None:
         return None
-    codes = nested.select(pl.col("name").rank("dense").cast(I64)).to_series()
+    codes = _name_codes(nested)
     row_chain, chain_parent, chain_code = map(native.series, native.slices.chains((native.arrow(rows),
                                                                                    native.arrow(codes))))
     name_of = dict(pl.DataFrame({"code": codes, "name": nested["name"]}).unique("code").iter_rows())
