@@ -75,6 +75,8 @@ CAUSE_LABELS = {  # the causes in words, for titles, tables and charts
 # calls unless named `…Async…`)
 BLOCKING_CALL = "|".join(pattern for _, pattern in SYNC_RULES) + "|" + MEMCPY_CALL
 BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
+# the gaps that tables, findings and the JSON list: a device's, not the short ones
+LISTED = (pl.col("scope") == "device") & (pl.col("cause") != "short")
 MODULE = r"^nn\.Module: |^## .* ##$"
 
 GAP_SCHEMA: dict[str, pl.DataType] = {
@@ -103,7 +105,7 @@ class Gaps:
 
     def to_dict(self, *, limit: int = 20) -> dict[str, Any]:
         """JSON-ready: idle per cause, the totals and the longest device gaps."""
-        top = self.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short"))
+        top = self.gaps.filter(LISTED)
         return {
             "min_gap_ns": self.min_gap_ns, "idle_ns": self.idle_ns, "by_cause": self.by_cause,
             "totals": self.totals.to_dicts(),

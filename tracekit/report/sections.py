@@ -6,7 +6,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
-from tracekit.analysis.gaps import CAUSE_LABELS
+from tracekit.analysis.gaps import CAUSE_LABELS, LISTED
 from tracekit.analysis.order import longest, longest_gaps
 from tracekit.analysis.shared import ENGINE
 from tracekit.report.model import Bar, BarChart, Section
@@ -90,7 +90,7 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
     items = [(CAUSE_LABELS.get(c, c), ns, f"c-gap-{c}") for c, ns in sorted(g.by_cause.items(), key=lambda kv: -kv[1]) if ns]
     charts = [_bars("idle", "Idle time by cause (device scope)", items, total=g.idle_ns)] if g.idle_ns else []
     # the columns the table shows and orders by (a filter of every column copied them all)
-    shown = g.gaps.lazy().filter((pl.col("scope") == "device") & (pl.col("cause") != "short")).select(
+    shown = g.gaps.lazy().filter(LISTED).select(
         "cause", "gap_ns", "start_ns", "device", "stream", "blame_op", "annotation", "module", "next_name",
         "next_op").collect(engine=ENGINE)
     dev = longest_gaps(shown, head=top)

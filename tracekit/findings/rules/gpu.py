@@ -6,7 +6,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis.breakdown import COMMUNICATION
-from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES
+from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES, LISTED
 from tracekit.analysis.intervals import union_ns
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.order import longest_gaps
@@ -18,7 +18,7 @@ I64 = pl.Int64
 
 
 def _device_gaps(ctx: Context) -> pl.DataFrame:
-    g = ctx.gaps.gaps.filter((pl.col("scope") == "device") & (pl.col("cause") != "short"))
+    g = ctx.gaps.gaps.filter(LISTED)
     return g.with_columns(lane=pl.format("device {}", "device"), ts_ns=pl.col("start_ns"), dur_ns=pl.col("gap_ns"),
                           eid=pl.col("next_eid"))
 
