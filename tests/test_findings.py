@@ -391,7 +391,7 @@ def test_cli_critical_path(tmp_path, capsys):
 def test_cli_findings_on_every_shared_trace(path, capsys, monkeypatch):
     from test_graph import critical_path_cached, load_cached
 
-    monkeypatch.setattr("tracekit.cli.findings.load_trace", load_cached)
+    monkeypatch.setattr("tracekit.cli.common.load_trace", lambda path, **_: load_cached(path))  # (the command's `Loading`)
     # the whole-trace critical path host_bound_path reads: the one test_critical_path computed
     monkeypatch.setattr("tracekit.analysis.critical_path.critical_path", lambda trace, **kw: critical_path_cached(path))
     assert main(["findings", str(path), "--json"]) == 0

@@ -247,7 +247,7 @@ def test_real_trace(path, monkeypatch) -> None:
     """`tracekit summary --json` runs, and its figures hold: busy = an independent union, the
     breakdown sums to the span, idle causes sum to the idle time (devices and streams)."""
     trace = tracekit.load(path)
-    monkeypatch.setattr("tracekit.cli.summary.load_trace", lambda _path: trace)  # load once
+    monkeypatch.setattr("tracekit.cli.common.load_trace", lambda path, **_: trace)  # load once (the command's `Loading`)
     out = CliRunner().invoke(cli, ["summary", str(path), "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)

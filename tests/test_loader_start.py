@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import pytest
 from test_loader_stream import assert_same, busy_trace
 
 import tracekit
@@ -21,10 +22,40 @@ def _python(code: str) -> str:
     return done.stdout
 
 
-def test_the_report_command_and_the_loader_import_without_polars():
-    out = _python("import sys, tracekit.cli.main, tracekit.cli.report, tracekit.cli.common, tracekit.loader, "
-                  "tracekit.loader.cache, tracekit.loader.read\nprint('polars' in sys.modules)")
+# the commands that read one trace, and the modules that start its load
+SINGLE_TRACE = ("info", "summary", "tables", "findings", "roofline", "attention", "report")
+
+
+def test_the_single_trace_commands_and_the_loader_import_without_polars():
+    modules = ", ".join([*(f"tracekit.cli.{m}" for m in SINGLE_TRACE), "tracekit.cli.main", "tracekit.cli.common",
+                         "tracekit.loader", "tracekit.loader.cache", "tracekit.loader.read"])
+    out = _python(f"import sys, {modules}\nprint('polars' in sys.modules)")
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("command", ["info", "summary", "gaps", "kernels", "ops", "critical-path", "findings",
+                                     "roofline", "attention", "report"])
+def test_each_command_starts_its_load_before_polars_is_imported(tmp_path, command):
+    """The command starts reading the trace (`Loading`) while Polars is not imported yet,
+    and imports its analyses (and Polars) while the trace is read."""
+    path = busy_trace().write(tmp_path / "t.json")
+    code = ("import sys\n"
+            "import tracekit.cli.common as common\n"
+            "seen = []\n"
+            "real = common.Loading.__init__\n"
+            "def spy(self, *a, **k):\n"
+            "    seen.append('polars' in sys.modules)\n"
+            "    real(self, *a, **k)\n"
+            "common.Loading.__init__ = spy\n"
+            "from tracekit.cli.main import main\n"
+            f"args = [{command!r}, {str(path)!r}] + ([] if {command!r} == 'attention' else ['--no-cache'])\n"
+            f"args += ['-o', {str(tmp_path / 'r.html')!r}] if {command!r} == 'report' else []\n"
+            "try:\n"
+            "    main(args)\n"
+            "except SystemExit as exc:\n"
+            "    assert not exc.code, exc.code\n"
+            "print(seen)")
+    assert _python(code).strip().splitlines()[-1] == "[False]"
 
 
 def test_a_load_that_imports_polars_itself_gives_the_same_trace(tmp_path):

@@ -53,6 +53,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis import intervals
+from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
 from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.order import longest_gaps
@@ -63,7 +64,6 @@ from tracekit.analysis.windows import STEP_NAME, annotations
 from tracekit.model import Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
-DEFAULT_MIN_GAP_NS = 1_000
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
           "before_first", "after_last", "other", "short")
 CAUSE_LABELS = {  # the causes in words, for titles, tables and charts

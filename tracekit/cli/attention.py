@@ -8,17 +8,7 @@ from typing import Any
 
 import click
 
-from tracekit.analysis.attention import analyze_attention
-from tracekit.analysis.attention_compare import (
-    HEADERS,
-    compare_attention,
-    skipped_row,
-    variant_label,
-    with_skipped,
-)
-from tracekit.analysis.attention_findings import attention_findings
-from tracekit.analysis.attention_report import attention_section
-from tracekit.cli.common import emit_json, json_opt, load_trace, table
+from tracekit.cli.common import Loading, emit_json, json_opt, load_trace, table
 from tracekit.errors import UsageError
 
 
@@ -37,6 +27,16 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
     if _single(paths, entries):
         _one(entries[0]["path"], as_json)
         return
+    from tracekit.analysis.attention import analyze_attention
+    from tracekit.analysis.attention_compare import (
+        HEADERS,
+        compare_attention,
+        skipped_row,
+        variant_label,
+        with_skipped,
+    )
+    from tracekit.analysis.attention_findings import attention_findings
+
     loaded, skipped = [], []
     for entry in entries:
         if not entry["path"]:
@@ -64,7 +64,12 @@ def _single(paths: tuple[str, ...], entries: list[dict[str, Any]]) -> bool:
 
 
 def _one(path: str, as_json: bool) -> None:
-    result = analyze_attention(load_trace(path))
+    loading = Loading(path)  # read while the analysis (and Polars) is imported
+    from tracekit.analysis.attention import analyze_attention
+    from tracekit.analysis.attention_findings import attention_findings
+    from tracekit.analysis.attention_report import attention_section
+
+    result = analyze_attention(loading.result())
     findings = attention_findings(result)
     if as_json:
         emit_json({"file": path, **result.to_dict(), "findings": findings})

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
 
 if TYPE_CHECKING:
     from tracekit.analysis.critical_path import CriticalPath
@@ -32,10 +32,11 @@ def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> 
 
     Verdict: gpu-bound, launch-bound, cpu-bound, sync-bound, idle or no-gpu (docs/findings.md).
     """
+    loading = Loading(trace)  # read while the analyses (and Polars) are imported
     from tracekit.analysis import whatif
     from tracekit.analysis.critical_path import critical_path as compute
 
-    cp = compute(load_trace(trace), window=None if window == "all" else window, index=index)
+    cp = compute(loading.result(), window=None if window == "all" else window, index=index)
     scenarios = whatif.standard(cp.graph) if cp.graph is not None and cp.edges else []
     if as_json:
         emit_json({"file": trace, **cp.to_dict(), "what_if": [w.to_dict() for w in scenarios]})
@@ -51,9 +52,10 @@ def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> 
               help="Exit with status 1 when a finding of this severity or worse exists.")
 def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | None) -> None:
     """Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice."""
+    loading = Loading(trace)
     from tracekit.findings import Config, run_findings
 
-    result = run_findings(load_trace(trace), config=Config.from_strings(sets))
+    result = run_findings(loading.result(), config=Config.from_strings(sets))
     if as_json:
         emit_json({"file": trace, **result.to_dict()})
     else:
@@ -71,11 +73,12 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
 @set_opt
 def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...]) -> None:
     """Write the trace with the critical path (flow arrows, a track) and findings (instants) added."""
+    loading = Loading(trace)
     from tracekit.analysis.critical_path import critical_path as compute
     from tracekit.findings import Config, run_findings
     from tracekit.findings.annotate import write_annotated
 
-    loaded = load_trace(trace)
+    loaded = loading.result()
     config = Config.from_strings(sets)
     cp = compute(loaded, window=None if window == "all" else window, index=index)
     counts = write_annotated(trace, output, cp, run_findings(loaded, config=config))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, traces_arg
-from tracekit.info import trace_info
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, load_trace, table, traces_arg
 
 
 @click.command()
@@ -17,7 +16,10 @@ def info(traces: tuple[str, ...], as_json: bool) -> None:
 
     Exit code 0 on success; 2 with a one-line error when a file cannot be read.
     """
-    infos = [trace_info(load_trace(path)) for path in traces]
+    first = Loading(traces[0])  # read while the summary's code (and Polars) is imported
+    from tracekit.info import trace_info
+
+    infos = [trace_info(first.result() if i == 0 else load_trace(path)) for i, path in enumerate(traces)]
     if as_json:
         emit_json(infos if len(infos) > 1 else infos[0])
         return

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit import format as fmt
-from tracekit.analysis.ceilings import load_ceilings_file
-from tracekit.analysis.roofline import RooflineResult, roofline_findings
-from tracekit.analysis.roofline import roofline as analyse
-from tracekit.cli.common import write_output, clip, emit_json, json_opt, load_trace, table, trace_arg
-from tracekit.render.roofline_svg import roofline_svg
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg, write_output
+
+if TYPE_CHECKING:
+    from tracekit.analysis.roofline import RooflineResult
 
 ROW_COLUMNS = ["name", "input_dims", "compute_dtype", "causal", "calls", "gpu_ns", "flops", "bytes",
                "achieved_tflops", "achieved_gbps", "intensity", "bound", "peak_tflops", "peak_gbps",
@@ -38,10 +37,19 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
     convolutions, elementwise, norms, softmax, reductions, copies) are placed on the
     roofline; the rest of the GPU time is reported as not covered.
     """
-    options: dict[str, Any] = load_ceilings_file(ceilings_file) if ceilings_file else {}
+    options: dict[str, Any] = {}
+    if ceilings_file:  # (a bad file is refused before the trace is read)
+        from tracekit.analysis.ceilings import load_ceilings_file
+
+        options = load_ceilings_file(ceilings_file)
+    loading = Loading(trace)  # read while the analysis (and Polars) is imported
+    from tracekit.analysis.roofline import roofline as analyse
+    from tracekit.analysis.roofline import roofline_findings
+    from tracekit.render.roofline_svg import roofline_svg
+
     given = {"peak_tflops": peak_tflops, "peak_gbps": peak_gbps}
     options.update({k: v for k, v in given.items() if v is not None})
-    result = analyse(load_trace(trace), **options)
+    result = analyse(loading.result(), **options)
     findings = roofline_findings(result)
     if svg_file:
         svg = roofline_svg(result, title=f"Roofline: {Path(trace).name}")

@@ -10,15 +10,10 @@ import importlib
 from typing import Any
 
 import click
-import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.breakdown import breakdown
-from tracekit.analysis.gaps import DEFAULT_MIN_GAP_NS, gaps as find_gaps
-from tracekit.analysis.links import gpu_links
-from tracekit.analysis.timeline import timeline
-from tracekit.analysis.windows import window_bounds, windows
-from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
 from tracekit.errors import UsageError
 
 
@@ -29,7 +24,14 @@ from tracekit.errors import UsageError
 def summary(trace: str, as_json: bool, top: int) -> None:
     """Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels
     and ops, steps. Windows: each device from its first to its last GPU activity."""
-    t = load_trace(trace)
+    loading = Loading(trace)  # read while the analyses (and Polars) are imported
+    from tracekit.analysis.breakdown import breakdown
+    from tracekit.analysis.gaps import gaps as find_gaps
+    from tracekit.analysis.links import gpu_links
+    from tracekit.analysis.timeline import timeline
+    from tracekit.analysis.windows import windows
+
+    t = loading.result()
     links = gpu_links(t)
     result = {
         "file": t.meta.path,
@@ -58,7 +60,11 @@ def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json:
     """Idle gaps per device and stream, each with a cause and the CPU op to blame."""
     if min_gap_us < 0:
         raise UsageError("--min-gap-us must be >= 0")
-    t = load_trace(trace)
+    loading = Loading(trace)
+    from tracekit.analysis.gaps import gaps as find_gaps
+    from tracekit.analysis.windows import window_bounds
+
+    t = loading.result()
     bounds = window_bounds(t, window) if window else None
     if bounds is not None and bounds.is_empty():
         raise UsageError(f"no annotation matches --window {window!r}")
@@ -76,6 +82,8 @@ def _top_kernels(trace: Any, top: int) -> list[dict[str, Any]]:
         taxonomy = importlib.import_module("tracekit.analysis.taxonomy")
         rows = taxonomy.kernel_table(trace.gpu)
     except (ImportError, AttributeError):
+        import polars as pl
+
         rows = trace.kernels.group_by("name").agg(count=pl.len(), total_ns=pl.col("dur_ns").sum()).sort(
             "total_ns", descending=True)
     return rows.head(top).to_dicts()
@@ -87,6 +95,8 @@ def _top_ops(trace: Any, top: int) -> list[dict[str, Any]]:
         attribution = importlib.import_module("tracekit.analysis.attribution")
         rows = attribution.attribute(trace).ops
     except (ImportError, AttributeError):
+        import polars as pl
+
         ops = trace.ops.filter(pl.col("cat") == "cpu_op")
         rows = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur_ns").sum()).sort(
             "cpu_total_ns", descending=True)

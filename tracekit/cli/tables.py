@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit import format as fmt
-from tracekit.analysis.attribution import attribute
-from tracekit.cli.common import clip, emit_json, json_opt, load_trace, table, trace_arg
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
 
 top_opt = click.option("--top", type=click.IntRange(min=1), default=25, show_default=True,
                        help="Rows to show.")
@@ -23,7 +22,10 @@ def ops(trace: str, top: int, as_json: bool) -> None:
     below it; self GPU time only those it launched itself. docs/metrics-attribution.md
     defines every column.
     """
-    a = attribute(load_trace(trace))
+    loading = Loading(trace)  # read while the analysis (and Polars) is imported
+    from tracekit.analysis.attribution import attribute
+
+    a = attribute(loading.result())
     rows = a.ops.head(top)
     if as_json:
         emit_json({"file": trace, "gpu_events": a.gpu_events, "gpu_total_ns": a.gpu_total_ns,
@@ -45,9 +47,10 @@ def ops(trace: str, top: int, as_json: bool) -> None:
 @json_opt
 def kernels(trace: str, top: int, as_json: bool) -> None:
     """GPU kernels by total time, with their class (gemm, attention, ...) read from the name."""
+    loading = Loading(trace)
     from tracekit.analysis.taxonomy import kernel_table
 
-    rows = kernel_table(load_trace(trace).gpu).head(top)
+    rows = kernel_table(loading.result().gpu).head(top)
     if as_json:
         emit_json({"file": trace, "kernels": rows.to_dicts()})
         return
