@@ -82,7 +82,8 @@ Progress = Callable[[str, int, int], None]
 
 
 def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: Progress | None = None,
-            cache: bool = False, cache_dir: str | os.PathLike[str] | None = None) -> Analysis:
+            cache: bool = False, cache_dir: str | os.PathLike[str] | None = None,
+            before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
     """Run every analysis on `trace` (pure: the trace is not modified).
 
     The analyses run inside `shared.sharing()`: the op tree, launch links and kernel
@@ -96,6 +97,11 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
         tracekit's code (`tracekit.analysis_cache`). Off by default: nothing is written
         unless asked. Written before `analyse` returns, or, inside
         `tracekit.cache_writes.writes_behind()`, on a background thread.
+    before_findings: called once, on the calling thread, with the analysis as it stands
+        when every analysis but the findings is done (`findings` None, `notes` those so
+        far), just before the findings run; it should return at once (a report starts
+        drawing on other threads there what does not read the findings). Not called on a
+        cache hit.
     """
     opts = options or AnalysisOptions()
     if cache:
@@ -110,7 +116,7 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
                 progress("cache", 1, 1)
             return hit
     with sharing():
-        result = _analyse(trace, opts, _Steps(progress))
+        result = _analyse(trace, opts, _Steps(progress), before_findings)
     if cache:
         cache_writes.run(analysis_cache.write, directory, key, result)  # in line, unless inside `cache_writes.writes_behind()`
     return result
@@ -141,7 +147,8 @@ class _Steps:
         return result
 
 
-def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
+def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
+             before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
     notes: dict[str, list[str]] = {name: [] for name in OPTIONAL}
     # independent analyses on `workers` threads: Polars releases the GIL while it works, so
     # the second core is used; each result is the same whatever the order. The shared
@@ -171,7 +178,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
     }
     steps.total = len(tasks) + 1  # the tasks, the findings
     workers = opts.workers or workers_for(trace)
-    later = {name: tasks.pop(name) for name in HEAVY} if _frames_bytes(trace) >= PHASED_BYTES else {}
+    later = {name: tasks.pop(name) for name in HEAVY} if large(trace) else {}
     done = {**_run_all(steps.wrap(tasks), workers=workers), **_run_all(steps.wrap(later), workers=workers)}
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
@@ -182,6 +189,9 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps) -> Analysis:
             "gaps": core["gaps"], "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"],
             **extra, "no_launch_overhead": scenarios.get("no_launch_overhead"), "step_bounds": step_bounds,
             "step_timeline": step_timeline}
+    if before_findings is not None:
+        before_findings(Analysis(trace=trace, options=opts, **core, **extra, findings=None, whatifs=whatifs,
+                                 notes=[n for name in OPTIONAL for n in notes[name]]))
     findings = _optional("findings", trace, opts, notes["findings"], {"seed": seed})
     steps.end("findings")
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
@@ -215,6 +225,11 @@ def workers_for(trace: Trace) -> int:
     the same order costs 10 % and saves little."""
     memory = _physical_memory()
     return 1 if memory is not None and _frames_bytes(trace) * MEMORY_FACTOR > memory // 2 else WORKERS
+
+
+def large(trace: Trace) -> bool:
+    """A trace of `PHASED_BYTES` of frames or more: its heaviest steps are not run at once."""
+    return _frames_bytes(trace) >= PHASED_BYTES
 
 
 def _frames_bytes(trace: Trace) -> int:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -112,12 +112,13 @@ class Loading:
 
 
 def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,
-                  status: Status | None = None) -> Analysis:
+                  status: Status | None = None,
+                  before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
     """`analyse` for a command: the analysis is cached when the trace is (`wants_cache`)."""
     from tracekit.analyse import analyse
 
     progress = status.analysing if status is not None else None
-    return analyse(trace, options=options, progress=progress, cache=wants_cache(path))
+    return analyse(trace, options=options, progress=progress, cache=wants_cache(path), before_findings=before_findings)
 
 
 def wants_cache(path: str, cache: bool | None = None) -> bool:

@@ -39,14 +39,16 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         loading = Loading(trace, status=status)
         # imported while the trace is read (they are not needed before)
         import tracekit.analyse  # noqa: F401  (the analyses, run below)
-        from tracekit.report.build import ReportOptions, build_report
+        from tracekit.report.build import Builder, ReportOptions
 
         render = _renderer(kind)
         options = ReportOptions(redact=not no_redact, top=top, zoom=zoom)
         loaded = loading.result()
-        analysis = analyse_trace(loaded, trace, options=options.analysis, status=status)
-        status.step("building the report")
-        model = build_report(loaded, options=options, analysis=analysis)
+        with Builder(options) as builder:  # (its timelines are drawn while the findings run)
+            analysis = analyse_trace(loaded, trace, options=options.analysis, status=status,
+                                     before_findings=builder.start)
+            status.step("building the report")
+            model = builder.finish(loaded, analysis)
         status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
         text = render(model)
     finally:

@@ -6,13 +6,13 @@ import re
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, Self
 
 import polars as pl
 
 from tracekit import __version__
 from tracekit import format as fmt
-from tracekit.analyse import Analysis, AnalysisOptions, analyse
+from tracekit.analyse import Analysis, AnalysisOptions, analyse, large
 from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.model import Trace
 from tracekit.report import extras, sections
@@ -34,16 +34,61 @@ class ReportOptions:
 
 
 def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis: Analysis | None = None) -> Report:
-    opts = options or ReportOptions()
-    a = analysis or analyse(trace, options=opts.analysis)
-    # the timelines (most of the build's time) are drawn on two threads while this one
-    # makes the other sections: the analyses are done, so the second core is free, and
-    # Polars and the pixel runs release the GIL. (Two workers: the timeline section's task
-    # waits for the zoom's, which takes the other.)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-report") as pool:
-        timelines = pool.submit(timeline_section, a, opts, pool)
-        rest = _sections(a, opts)
-        secs = [timelines.result(), *rest]
+    """The report of `trace`, from `analysis` (else analysed here: then the timelines are
+    drawn while the findings run, see `Builder`)."""
+    with Builder(options) as builder:
+        a = analysis or analyse(trace, options=builder.options.analysis, before_findings=builder.start)
+        return builder.finish(trace, a)
+
+
+class Builder:
+    """Builds one report, on two threads of its own besides the caller's.
+
+    `start(a)` sets the timelines and the sections (all that does not read the findings)
+    going on those threads and returns at once: it is `analyse`'s `before_findings`, so
+    that they are made while the findings run (the analyses are done by then, and the
+    findings use one core). `finish(trace, a)` waits for them, or makes them now when
+    nothing was started (a cached analysis, one handed over whole, or a large trace:
+    below), and assembles the report with `a`'s findings. Use it as a context manager:
+    its threads end with the block.
+
+    From `analyse.PHASED_BYTES` of frames on, nothing starts early: the findings' and the
+    timelines' intermediates would be alive at once (the peak before the memory of the
+    largest traces).
+    """
+
+    def __init__(self, options: ReportOptions | None = None) -> None:
+        self.options = options or ReportOptions()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-report")
+        self._started: tuple[Future, Future] | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def start(self, a: Analysis) -> None:
+        if self._started is None and not large(a.trace):
+            # (the timeline section waits for the zoom it hands to the pool, which the
+            # other thread takes once the sections are made)
+            self._started = (self._pool.submit(timeline_section, a, self.options, self._pool),
+                             self._pool.submit(_sections, a, self.options))
+
+    def finish(self, trace: Trace, a: Analysis) -> Report:
+        if self._started is not None:
+            timelines, rest = self._started
+            secs = [timelines.result(), *rest.result()]
+        else:
+            # the timelines (most of the build's time) are drawn on the two threads while
+            # this one makes the other sections (Polars and the pixel runs release the GIL)
+            timelines = self._pool.submit(timeline_section, a, self.options, self._pool)
+            rest_now = _sections(a, self.options)
+            secs = [timelines.result(), *rest_now]
+        return _assemble(trace, self.options, a, secs)
+
+
+def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section | None]) -> Report:
     name = Path(trace.meta.path).name or "trace"
     return Report(
         title=f"tracekit report: {name}",
