@@ -24,11 +24,12 @@ def probe(imports: str, *args: str, **env: str) -> str:
 
 
 def test_cli_import_sets_jemalloc_decay_before_polars():
-    assert probe("import tracekit.cli.main") == "False narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
-    assert probe("import tracekit.cli.main", "info") == "False narenas:1,dirty_decay_ms:20,muzzy_decay_ms:0"
+    tail = "muzzy_decay_ms:0,oversize_threshold:0"
+    assert probe("import tracekit.cli.main") == f"False narenas:1,dirty_decay_ms:200,{tail}"
+    assert probe("import tracekit.cli.main", "info") == f"False narenas:1,dirty_decay_ms:20,{tail}"
 
 
-SMALL = f"narenas:1,dirty_decay_ms:{allocator.SMALL_DECAY_MS},muzzy_decay_ms:0"
+SMALL = f"narenas:1,dirty_decay_ms:{allocator.SMALL_DECAY_MS},muzzy_decay_ms:0,oversize_threshold:0"
 
 
 def test_cli_decay_follows_the_size_of_the_traces_it_is_given(tmp_path):
