@@ -34,7 +34,7 @@ def test_the_single_trace_commands_and_the_loader_import_without_polars():
 
 
 @pytest.mark.parametrize("command", ["info", "summary", "gaps", "kernels", "ops", "critical-path", "findings",
-                                     "roofline", "attention", "report"])
+                                     "annotate", "roofline", "attention", "report"])
 def test_each_command_starts_its_load_before_polars_is_imported(tmp_path, command):
     """The command starts reading the trace (`Loading`) while Polars is not imported yet,
     and imports its analyses (and Polars) while the trace is read."""
@@ -49,11 +49,9 @@ def test_each_command_starts_its_load_before_polars_is_imported(tmp_path, comman
             "common.Loading.__init__ = spy\n"
             "from tracekit.cli.main import main\n"
             f"args = [{command!r}, {str(path)!r}] + ([] if {command!r} == 'attention' else ['--no-cache'])\n"
-            f"args += ['-o', {str(tmp_path / 'r.html')!r}] if {command!r} == 'report' else []\n"
-            "try:\n"
-            "    main(args)\n"
-            "except SystemExit as exc:\n"
-            "    assert not exc.code, exc.code\n"
+            f"args += {{'report': ['-o', {str(tmp_path / 'r.html')!r}], "
+            f"'annotate': ['-o', {str(tmp_path / 'a.json')!r}]}}.get({command!r}, [])\n"
+            "assert main(args) == 0\n"
             "print(seen)")
     assert _python(code).strip().splitlines()[-1] == "[False]"
 

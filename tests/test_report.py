@@ -11,12 +11,12 @@ from conftest import real_trace
 from report_fixtures import FAKE_TOKEN, decode_trace, hostile_trace
 
 import tracekit
-from tracekit.analyse import analyse
+from tracekit.analyse import AnalysisOptions, analyse
 from tracekit.cli.main import main
 from tracekit.render.html import csp_hash, render_html
 from tracekit.render.json import render_json
 from tracekit.render.markdown import MAX_CHARS, render_markdown
-from tracekit.report.build import build_report
+from tracekit.report.build import ReportOptions, build_report
 from tracekit.report.redact import REDACTED, redact
 
 
@@ -190,6 +190,7 @@ def _watch_overlap(monkeypatch):
     real_section, real_optional = build_mod.timeline_section, analyse_mod._optional
 
     def section(*args, **kwargs):
+        seen["sections"] = seen.get("sections", 0) + 1
         started.set()
         return real_section(*args, **kwargs)
 
@@ -208,7 +209,7 @@ def test_a_report_draws_its_timelines_while_the_findings_run(tmp_path, monkeypat
     given = build_report(trace, analysis=analyse(trace))  # analysed first: nothing to overlap
     seen = _watch_overlap(monkeypatch)
     overlapped = build_report(trace)
-    assert seen == {"timelines_began": True}
+    assert seen == {"timelines_began": True, "sections": 1}  # drawn once, before the findings, and used
     assert render_json(overlapped) == render_json(given)
     assert render_html(overlapped) == render_html(given)
     assert [f.title for f in overlapped.findings] == [f.title for f in given.findings] and given.findings
@@ -222,8 +223,18 @@ def test_a_large_trace_draws_its_timelines_after_the_findings(tmp_path, monkeypa
     seen = _watch_overlap(monkeypatch)
     seen["wait"] = 0.5
     report = build_report(trace)
-    assert seen["timelines_began"] is False
+    assert seen["timelines_began"] is False and seen["sections"] == 1
     assert any(s.id == "timeline" for s in report.sections) and report.findings
+
+
+def test_one_worker_draws_its_timelines_after_the_findings(tmp_path, monkeypatch):
+    """Analyses on one thread (asked for, or memory short) are not overlapped either."""
+    trace = tracekit.load(decode_trace().write(tmp_path / "t.json"))
+    seen = _watch_overlap(monkeypatch)
+    seen["wait"] = 0.5
+    report = build_report(trace, options=ReportOptions(analysis=AnalysisOptions(workers=1)))
+    assert seen["timelines_began"] is False and seen["sections"] == 1
+    assert report.findings
 
 
 def test_before_findings_sees_every_analysis_but_the_findings(tmp_path):

@@ -55,7 +55,8 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
     loading = Loading(trace)
     from tracekit.findings import Config, run_findings
 
-    result = run_findings(loading.result(), config=Config.from_strings(sets))
+    config = Config.from_strings(sets)  # (a bad --set is refused while the trace is read)
+    result = run_findings(loading.result(), config=config)
     if as_json:
         emit_json({"file": trace, **result.to_dict()})
     else:
@@ -78,8 +79,8 @@ def annotate(trace: str, output: str, window: str, index: int | None, sets: tupl
     from tracekit.findings import Config, run_findings
     from tracekit.findings.annotate import write_annotated
 
-    loaded = loading.result()
     config = Config.from_strings(sets)
+    loaded = loading.result()
     cp = compute(loaded, window=None if window == "all" else window, index=index)
     counts = write_annotated(trace, output, cp, run_findings(loaded, config=config))
     click.echo(f"wrote {output}: {fmt.count(counts['events'])} original events, {counts['flows']} critical-path "

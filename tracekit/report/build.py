@@ -12,7 +12,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit import format as fmt
-from tracekit.analyse import Analysis, AnalysisOptions, analyse, large
+from tracekit.analyse import Analysis, AnalysisOptions, analyse, large, workers_for
 from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.model import Trace
 from tracekit.report import extras, sections
@@ -54,7 +54,8 @@ class Builder:
 
     From `analyse.PHASED_BYTES` of frames on, nothing starts early: the findings' and the
     timelines' intermediates would be alive at once (the peak before the memory of the
-    largest traces).
+    largest traces). Nor where the analyses ran on one thread (`AnalysisOptions.workers`,
+    or `analyse.workers_for` when memory is short).
     """
 
     def __init__(self, options: ReportOptions | None = None) -> None:
@@ -65,11 +66,12 @@ class Builder:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # on an error (an interrupt, say) the drawing still under way is not waited for
+        self._pool.shutdown(wait=exc_type is None, cancel_futures=True)
 
     def start(self, a: Analysis) -> None:
-        if self._started is None and not large(a.trace):
+        if self._started is None and not large(a.trace) and (a.options.workers or workers_for(a.trace)) > 1:
             # (the timeline section waits for the zoom it hands to the pool, which the
             # other thread takes once the sections are made)
             self._started = (self._pool.submit(timeline_section, a, self.options, self._pool),
