@@ -701,6 +701,26 @@ def test_empty_trace_gives_typed_empty_result(tmp_path: Path) -> None:
     assert r.to_dict()["calls"] == 0
 
 
+def test_no_call_with_gpu_work_keeps_every_frame_typed_and_the_orphans(tmp_path: Path, results) -> None:
+    """Without a call the per-call steps run on no rows: the frames keep the schemas a trace
+    with calls gives, and attention kernels outside any call still count as orphans."""
+    b = TraceBuilder(devices=[A100])
+    em = Emitter(b)
+    mlp = [
+        Op("aten::linear", (Op("aten::matmul", (Op("aten::mm", kernels=(K(GEMM_BF16, 30 * US),)),)),)),
+        Op("aten::silu", kernels=(K(MUL, 5 * US),)),
+        Op("aten::add", kernels=(K(FLASH, 7 * US),)),  # an attention kernel under no attention op
+    ]
+    em.call(mlp, 1_000 * US, annotation=None)
+    r = _load(b, tmp_path)
+    assert r.call_count == 0 and r.calls.is_empty() and r.events.is_empty()
+    assert (r.orphan_kernels, r.orphan_ns, r.attention_kernel_ns) == (1, 7 * US, 7 * US)
+    assert r.gpu_total_ns == 42 * US and r.attention_gpu_ns == 0
+    full = results["sdpa-flash"]
+    assert r.calls.schema == full.calls.schema and r.events.schema == full.events.schema
+    assert r.by_layer.schema == full.by_layer.schema and r.by_phase.schema == full.by_phase.schema
+
+
 def test_section_is_plain_strings(results) -> None:
     section = attention_section(results["sdpa-math"])
     assert section["title"] == "Attention" and section["tables"]
