@@ -15,7 +15,7 @@ whole call (module or range: projections and rotary embeddings included).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -151,10 +151,14 @@ def analyze_attention(
     calls, cores = find_calls(trace, ops, max_window_ns=max_window_ns)
     scoped = ac.scopes(calls, cores)
     links = gpu_links(trace, launches=launch_ops(trace, ops=ops) if launches is None else launches)
+    placed_in = trace
+    if scoped.is_empty():  # no call: the per-call steps run on no rows (the same typed frames, at no cost)
+        placed_in = replace(trace, ops=trace.ops.clear(), runtime=trace.runtime.clear())
+        ops, links = ops.clear(), links.clear()
     in_scope_ops = ac.scope_ops(ops, scoped)
     events = ac.with_stages(ac.gpu_events(links, ops, scoped), in_scope_ops)
     has_gpu = trace.gpu_work.height > 0
-    table = _finish(scoped, events, in_scope_ops, ops, trace, has_gpu=has_gpu)
+    table = _finish(scoped, events, in_scope_ops, ops, placed_in, has_gpu=has_gpu)
     requested = capture_request(trace)
     attention_kernels = _attention_kernels(trace)
     orphans = attention_kernels.join(events.select("eid"), on="eid", how="anti")

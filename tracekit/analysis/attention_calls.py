@@ -116,8 +116,6 @@ def scopes(calls: pl.DataFrame, cores: pl.DataFrame) -> pl.DataFrame:
 
 def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     """GPU work rows placed in calls: `call_id`, `in_scope`, taxonomy columns; unplaced rows dropped."""
-    if scoped.is_empty():  # no call to place them in: the same steps on no rows (the same typed frame)
-        links, ops = links.clear(), ops.clear()
     op_at = ops.select(
         pl.col("eid").alias("op_eid"),
         pl.col("pid").alias("_opid"),
@@ -153,8 +151,6 @@ def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> 
 
 def scope_ops(ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     """The cpu ops lying wholly inside a call's scope, with `call_id` and `stage_name`."""
-    if scoped.is_empty():
-        ops = ops.clear()
     placed = assign(ops, scoped, end="end_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
     placed = placed.filter(pl.col("call_id").is_not_null())
     return placed.with_columns(
@@ -254,7 +250,7 @@ def _class_lists(events: pl.DataFrame) -> pl.DataFrame:
 
 def cpu_metrics(trace: Trace, scoped: pl.DataFrame) -> pl.DataFrame:
     """Per call: runtime/driver API calls inside the scope (all, and the launches among them)."""
-    rt = (trace.runtime.clear() if scoped.is_empty() else trace.runtime).with_columns(launch_family(pl.col("name")))
+    rt = trace.runtime.with_columns(launch_family(pl.col("name")))
     placed = assign(rt, scoped, end="end_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
     placed = placed.filter(pl.col("call_id").is_not_null())
     launch = pl.col("family").is_not_null()
@@ -366,7 +362,7 @@ def input_metrics(ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
 
 def phases(trace: Trace, calls: pl.DataFrame) -> pl.DataFrame:
     """Per call: `phase` and `decode_step` from the capture's `prefill`/`decode#<i>` ranges."""
-    rows = (trace.ops.clear() if calls.is_empty() else trace.ops).filter(
+    rows = trace.ops.filter(
         (pl.col("cat") == "user_annotation") & pl.col("name").str.contains(r"^(?:prefill|decode#\d+)$")
     )
     spans = outermost(rows.select(pl.col("eid").alias("region_eid"), "name", *THREAD, "ts_ns", "end_ns"))
