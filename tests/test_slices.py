@@ -165,6 +165,40 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
         assert (row["eid"].to_list() or [None])[0] == (best["eid"] if best else None)
 
 
+def _stab(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
+    return intervals.stab(points, slices.select("eid", "pid", "ts_ns", "end_ns"))
+
+
+def test_stab_hand_computed(monkeypatch):
+    """Every slice containing the point, whatever its thread: the pairs in the points'
+    order, then the slices'; `pid` (in both) gets the suffix on the slices' side."""
+    points = pl.DataFrame(POINT_ROWS, schema=POINTS, orient="row")
+    slices = _frame(SLICE_ROWS)
+    got, reference = _with_and_without_c(monkeypatch, lambda: _stab(points, slices))
+    expected = [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (2, 2), (3, 1), (5, 1), (5, 6), (6, 1), (6, 2), (6, 3), (6, 4)]
+    for frame in (got, reference):
+        assert frame.columns == ["gid", "pid", "tid", "t", "eid", "pid_right", "ts_ns", "end_ns"]
+        assert frame.select("gid", "eid").rows() == expected
+    assert got.equals(reference)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices, points_st)
+def test_stab_c_pass_matches_the_join(rows, pts):
+    frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
+    frame = frame.with_columns(end_ns=pl.when(pl.col("eid") % 7 == 3).then(None).otherwise(pl.col("end_ns")))
+    points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
+    got = _stab(points, frame)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        reference = _stab(points, frame)
+    assert got.equals(reference)
+    # the definition: start <= at < end, nulls in neither
+    pairs = [(g, r["eid"]) for g, _, _, at in points.rows() for r in frame.rows(named=True)
+             if at is not None and r["ts_ns"] is not None and r["end_ns"] is not None and r["ts_ns"] <= at < r["end_ns"]]
+    assert got.select("gid", "eid").rows() == pairs
+
+
 def _capsule(values: list[int]) -> object:
     return native.arrow(pl.Series(values, dtype=pl.Int64))
 

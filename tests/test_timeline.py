@@ -118,9 +118,16 @@ def test_clip_and_cover() -> None:
     w = pl.DataFrame({"window_eid": [1, 2], "window_start_ns": [0, 6], "window_end_ns": [6, 100]})
     assert sorted(intervals.clip_to_windows(f, w).select("window_eid", "ts_ns", "end_ns").rows()) == [
         (1, 0, 6), (1, 5, 6), (2, 6, 8), (2, 6, 10), (2, 20, 30), (2, 24, 24)]
-    q = pl.DataFrame({"qid": [1, 2, 3], "q_start_ns": [0, 12, 7], "q_end_ns": [25, 15, 7]})
-    assert intervals.covered_ns(q, f).sort("qid").rows() == [(1, 15)]
-    assert intervals.covered_ns(q, f, whole=True).sort("qid").rows() == [(1, 20)]
+    # query 4 lies in the run [20, 30) (the zero-length interval at 24 inside it adds nothing);
+    # 5 has no end (left out); 6 meets only an interval with no end: zero-length at 40 (a row, 0)
+    q = pl.DataFrame({"qid": [1, 2, 3, 4, 5], "q_start_ns": [0, 12, 7, 24, 0], "q_end_ns": [25, 15, 7, 26, None]})
+    f = f.vstack(pl.DataFrame({"ts_ns": [40], "end_ns": [None]}, schema=f.schema))  # no end: zero-length at 40
+    q = q.vstack(pl.DataFrame({"qid": [6], "q_start_ns": [39], "q_end_ns": [41]}))
+    for c_passes in ("1", "0"):
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv("TRACEKIT_NATIVE", c_passes)
+            assert intervals.covered_ns(q, f).sort("qid").rows() == [(1, 15), (4, 2), (6, 0)]
+            assert intervals.covered_ns(q, f, whole=True).sort("qid").rows() == [(1, 20), (4, 10), (6, 0)]
 
 
 intervals_st = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000), st.integers(0, 3_000)),
@@ -172,6 +179,7 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
     q = pl.DataFrame({"qid": list(range(len(queries))), "d": [x[0] for x in queries],
                       "q_start_ns": [x[1] for x in queries], "q_end_ns": [x[1] + x[2] for x in queries]},
                      schema={"qid": pl.Int64, "d": pl.Int64, "q_start_ns": pl.Int64, "q_end_ns": pl.Int64})
+    all_runs = _merged([(r[1], r[1] + r[2]) for r in rows])
     for whole in (False, True):
         want = {}
         for i, (d, qs, length) in enumerate(queries):
@@ -180,11 +188,20 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
             part = sum((e - s) if whole else (min(e, qe) - max(s, qs)) for s, e in hits)
             if hits:
                 want[i] = part
-        got = intervals.covered_ns(q, f, on=["d"], whole=whole)
-        assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
-        assert dict(got.rows()) == want
-        # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
-        assert dict(intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole).rows()) == want
+        for c_passes in ("1", "0"):  # the C pass, then its Polars reference
+            with pytest.MonkeyPatch.context() as m:
+                m.setenv("TRACEKIT_NATIVE", c_passes)
+                got = intervals.covered_ns(q, f, on=["d"], whole=whole)
+                assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
+                assert dict(got.rows()) == want
+                # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
+                threads = intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole)
+                assert dict(threads.rows()) == want
+                # no keys: every interval in one group
+                flat = {i: sum((e - s) if whole else (min(e, qs + n) - max(s, qs)) for s, e in all_runs
+                               if s < qs + n and e > qs) for i, (_, qs, n) in enumerate(queries)
+                        if n > 0 and any(s < qs + n and e > qs for s, e in all_runs)}
+                assert dict(intervals.covered_ns(q.drop("d"), f.drop("d"), whole=whole).rows()) == flat
     points = q.select("d", t="q_start_ns")
     inside = [i for i, (d, s, length) in enumerate(rows) if any(p[0] == d and s <= p[1] < s + length for p in queries)]
     assert intervals.touched(f, points, on=["d"]).rows() == f[inside].rows()
@@ -201,7 +218,10 @@ def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
     f = pl.DataFrame({"pid": ["1", "1", None], "tid": ["a", None, "a"], "ts_ns": [0, 0, 0], "end_ns": [10, 20, 30]})
     q = pl.DataFrame({"qid": [7, 8, 9], "pid": ["1", "1", None], "tid": ["a", None, "a"], "q_start_ns": [0, 0, 0],
                       "q_end_ns": [40, 40, 40]})
-    assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
+    for c_passes in ("1", "0"):
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv("TRACEKIT_NATIVE", c_passes)
+            assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
     points = q.select("pid", "tid", t=pl.lit(5))
     assert intervals.touched(f, points, on=["pid", "tid"]).rows() == [("1", "a", 0, 10)]
 

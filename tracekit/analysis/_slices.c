@@ -22,6 +22,16 @@
  * bottom to top; a point pops the slices that ended by it (later points come no earlier)
  * and takes the top. Linear in slices plus points.
  *
+ * covered. Input: intervals (group, start, end >= start) sorted by group and start; queries
+ * (group, start, end > start) in any order. Output per query: the length of it the union of
+ * its group's intervals covers (or, `whole`, the whole length of the merged runs that
+ * overlap it) and whether any does (`intervals.covered_ns`, whose as-of joins stay the
+ * reference).
+ *
+ * stab. Input: slices (start, end) sorted by start; points (at) sorted by at. Output: the
+ * (point, slice) index of every pair with start <= at < end, by point (`intervals.stab`,
+ * whose Polars form, a `join_where`, stays the reference).
+ *
  * rows. Input: keys (unique Int64) and queries. Output per query: the row of the key equal
  * to it, or -1; a table indexed by key value (`nesting.rows_of`, where the keys are event
  * ids: dense), with the hash join as the reference.
@@ -291,6 +301,168 @@ done:
     for (int k = 0; k < 5; k++) drop_column(&cols[k]);
     if (pick) release_array(&(struct ArrowArray){.private_data = pick});
     free(stack);
+    return result;
+}
+
+/* stab((slice_start, slice_end), (point_at,)) -> (point index, slice index) of every pair
+ * with start <= at < end. Slices sorted by start, points by at (no nulls in either). The
+ * slices started by a point and not yet ended are kept in `open` (start order); a point
+ * drops those that ended by it (no later point needs them) and pairs with the rest, which
+ * all contain it: linear in slices plus points plus pairs. */
+static int grow_pairs(int64_t **pt, int64_t **sl, int64_t *cap) {
+    int64_t want = *cap ? *cap * 2 : 1024;
+    int64_t *a = realloc(*pt, (size_t)want * sizeof(int64_t));
+    if (!a) return -1;
+    *pt = a;
+    int64_t *b = realloc(*sl, (size_t)want * sizeof(int64_t));
+    if (!b) return -1;
+    *sl = b;
+    *cap = want;
+    return 0;
+}
+
+static PyObject *stab(PyObject *self, PyObject *args) {
+    PyObject *slices, *points;
+    if (!PyArg_ParseTuple(args, "OO", &slices, &points)) return NULL;
+    Column cols[3]; /* the slices' start, end; the points' at */
+    if (read_columns(slices, cols, 2) < 0) return NULL;
+    if (read_columns(points, cols + 2, 1) < 0) {
+        for (int k = 0; k < 2; k++) drop_column(&cols[k]);
+        return NULL;
+    }
+    int64_t n = cols[0].length, m = cols[2].length, cap = 0, count = 0;
+    int64_t *open = malloc((size_t)(n ? n : 1) * sizeof(int64_t)), *pt = NULL, *sl = NULL;
+    Output *outs[2] = {NULL, NULL};
+    PyObject *result = NULL;
+    int nomem = open == NULL;
+    const int64_t *start = cols[0].values, *end = cols[1].values, *at = cols[2].values;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t j = 0, top = 0; /* next slice to start; open slices */
+    for (int64_t i = 0; i < m && !nomem; i++) {
+        while (j < n && start[j] <= at[i]) open[top++] = j++;
+        int64_t kept = 0;
+        for (int64_t k = 0; k < top; k++) {
+            if (end[open[k]] <= at[i]) continue;
+            open[kept++] = open[k];
+            if (count == cap && grow_pairs(&pt, &sl, &cap) < 0) {
+                nomem = 1;
+                break;
+            }
+            pt[count] = i;
+            sl[count++] = open[k];
+        }
+        if (!nomem) top = kept;
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int k = 0; k < 2; k++) {
+        outs[k] = calloc(1, sizeof(Output));
+        if (!outs[k]) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        outs[k]->length = count;
+    }
+    if (!pt) { /* no pair: empty columns */
+        pt = malloc(sizeof(int64_t));
+        sl = malloc(sizeof(int64_t));
+        if (!pt || !sl) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    outs[0]->values = pt;
+    outs[1]->values = sl;
+    pt = sl = NULL; /* the outputs own them */
+    result = columns_tuple(outs, 2);
+done:
+    for (int k = 0; k < 3; k++) drop_column(&cols[k]);
+    for (int k = 0; k < 2; k++) {
+        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
+    }
+    free(open);
+    free(pt);
+    free(sl);
+    return result;
+}
+
+/* The first k in [lo, hi) with v[k] > x (v rising), else hi. */
+static int64_t first_above(const int64_t *v, int64_t lo, int64_t hi, int64_t x) {
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (v[mid] > x) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* covered((group, start, end), (group, q_start, q_end), whole) -> (covered, hit) per query.
+ * The intervals (end >= start) sorted by group and start are merged into runs (a run goes
+ * on while the next start is at or before its end), with the running sum of their lengths;
+ * a query finds the runs of its group that overlap [q_start, q_end) by binary search:
+ * `hit` when there is one, `covered` the length of the query they cover (with `whole`: the
+ * runs' whole lengths). */
+static PyObject *covered(PyObject *self, PyObject *args) {
+    PyObject *intervals, *queries;
+    int whole;
+    if (!PyArg_ParseTuple(args, "OOp", &intervals, &queries, &whole)) return NULL;
+    Column cols[6]; /* the intervals' group, start, end; the queries' group, start, end */
+    if (read_columns(intervals, cols, 3) < 0) return NULL;
+    if (read_columns(queries, cols + 3, 3) < 0) {
+        for (int k = 0; k < 3; k++) drop_column(&cols[k]);
+        return NULL;
+    }
+    int64_t n = cols[0].length, m = cols[3].length;
+    Output *outs[2] = {new_output(m, 0), new_output(m, 0)};
+    int64_t *rg = malloc((size_t)(n + 1) * sizeof(int64_t)), *rs = malloc((size_t)(n + 1) * sizeof(int64_t)),
+            *re = malloc((size_t)(n + 1) * sizeof(int64_t)), *sum = malloc((size_t)(n + 1) * sizeof(int64_t));
+    PyObject *result = NULL;
+    if (!outs[0] || !outs[1] || !rg || !rs || !re || !sum) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *g = cols[0].values, *start = cols[1].values, *end = cols[2].values, *qg = cols[3].values,
+                  *qs = cols[4].values, *qe = cols[5].values;
+    int64_t *part = outs[0]->values, *hit = outs[1]->values;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t r = 0; /* runs */
+    for (int64_t i = 0; i < n; i++) {
+        if (r == 0 || g[i] != rg[r - 1] || start[i] > re[r - 1]) {
+            rg[r] = g[i], rs[r] = start[i], re[r] = end[i];
+            r++;
+        } else if (end[i] > re[r - 1]) {
+            re[r - 1] = end[i];
+        }
+    }
+    sum[0] = 0;
+    for (int64_t k = 0; k < r; k++) sum[k + 1] = sum[k] + (re[k] - rs[k]);
+    for (int64_t j = 0; j < m; j++) {
+        int64_t lo = first_above(rg, 0, r, qg[j] - 1), hi = first_above(rg, lo, r, qg[j]);
+        int64_t a = first_above(re, lo, hi, qs[j]), b = first_above(rs, a, hi, qe[j] - 1);
+        hit[j] = a < b;
+        part[j] = 0;
+        if (a < b) {
+            part[j] = sum[b] - sum[a];
+            if (!whole) {
+                if (qs[j] > rs[a]) part[j] -= qs[j] - rs[a];
+                if (re[b - 1] > qe[j]) part[j] -= re[b - 1] - qe[j];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = columns_tuple(outs, 2);
+done:
+    for (int k = 0; k < 6; k++) drop_column(&cols[k]);
+    for (int k = 0; k < 2; k++) {
+        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
+    }
+    free(rg);
+    free(rs);
+    free(re);
+    free(sum);
     return result;
 }
 
@@ -860,6 +1032,10 @@ static PyMethodDef methods[] = {
     {"climb", climb, METH_VARARGS,
      "climb((parent_row, hit, go, op), start_row, levels) -> (hit_row, op_row) per start row (capsules)"},
     {"nest", nest, METH_VARARGS, "nest(thread, ts, dur, end, eid) -> (depth, parent_eid), Arrow C stream capsules"},
+    {"covered", covered, METH_VARARGS,
+     "covered((group, start, end), (group, q_start, q_end), whole) -> (covered, hit) per query (capsules)"},
+    {"stab", stab, METH_VARARGS,
+     "stab((slice_start, slice_end), (point_at,)) -> (point index, slice index) of each pair start <= at < end (capsules)"},
     {"innermost", innermost, METH_VARARGS,
      "innermost((slice_group, slice_start, slice_end), (point_group, point_at)) -> slice index per point (capsule)"},
     {NULL, NULL, 0, NULL},
