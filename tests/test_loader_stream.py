@@ -95,11 +95,20 @@ def test_helper_process_equals_one_shot(tmp_path, chunk_bytes, native, monkeypat
 
 def test_helper_kind_follows_the_scanner(monkeypatch):
     from tracekit.loader import native
-    from tracekit.loader.workers import Helper, ThreadHelper, make_helper
+    from tracekit.loader.workers import GZIP_RATIO, THREAD_HELPER_BYTES, Helper, ThreadHelper, make_helper
 
     if not helper_available():
         pytest.skip("no fork or a single CPU")
     assert make_helper(0, 10**9, False) is None
+    if native.available():  # the scanner decodes alone below THREAD_HELPER_BYTES, with a thread from there on
+        assert make_helper(None, THREAD_HELPER_BYTES - 1, False) is None
+        assert make_helper(None, THREAD_HELPER_BYTES // GZIP_RATIO - 1, True) is None
+        for size, compressed in ((THREAD_HELPER_BYTES, False), (THREAD_HELPER_BYTES // GZIP_RATIO + 1, True)):
+            helper = make_helper(None, size, compressed)
+            try:
+                assert isinstance(helper, ThreadHelper)
+            finally:
+                helper.close()
     for flag, kind in (("0", Helper), ("1", ThreadHelper)):
         monkeypatch.setenv("TRACEKIT_NATIVE", flag)
         if flag == "1" and not native.available():

@@ -53,8 +53,9 @@ def load(
         entry is written before `load` returns, or, inside `cache_writes.writes_behind()`,
         on a background thread (the block's end waits for it).
     workers: helpers that decode chunks beside the main thread. None = decide: with the
-        native scanner none (the reading and Polars threads use the second core), without
-        it one helper process when the trace is large and a second CPU is idle (Linux);
+        native scanner a thread from 512 MB of JSON on (below it the reading and Polars
+        threads use the second core), without it one helper process when the trace is
+        large and a second CPU is idle (Linux);
         0 = none; 1 = one whatever the size (a thread with the native scanner, else a
         process).
     progress: called as `progress(done, total)` with the bytes of the file read so far and

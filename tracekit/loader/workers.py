@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # (imported where a helper starts: 17-20 ms that most loads n
     from multiprocessing.connection import Connection
 
 MIN_BYTES_FOR_HELPER = 24 * 1024 * 1024  # below this, forking costs more than it saves
+THREAD_HELPER_BYTES = 512 * 1024 * 1024  # from this much JSON on, the native scanner gets a decoding thread
 GZIP_RATIO = 12  # a guess at decompressed/compressed size, to decide before reading
 
 
@@ -58,17 +59,29 @@ def idle_cpu() -> bool:
 def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> ThreadHelper | Helper | None:
     """The helper for a load of `size_bytes` (None: the main thread decodes everything).
 
-    With the native scanner, the main thread decodes alone unless asked (`workers` >= 1:
-    a thread): the reading thread and the Polars plans already keep the second core busy,
-    and a third decoding thread measured slower. Without it, a forked process when the
-    trace is large (the Python path holds the GIL)."""
+    With the native scanner, a thread when asked (`workers` >= 1) or when the trace holds
+    `THREAD_HELPER_BYTES` of JSON or more (on two CPUs or more). Below that the reading
+    thread and the Polars plans already keep the second core busy, and a third decoding
+    thread measured slower (the 54 MB trace: 0.35-0.46 s against 0.33-0.42 s) or the same
+    (120 and 250 MB). Above it the chunks (16 MB on 1 GB) outgrow what the reading thread
+    holds ready, and the main thread waited for text between chunks: the 1 GB trace
+    loaded in 5.0-7.2 s with the thread against 7.3-9.0 s, with less CPU time (seven
+    alternating pairs). Without the scanner, a forked process when the trace is large
+    (the Python path holds the GIL)."""
     from tracekit.loader.native import available
 
     if workers == 0:
         return None
     if available():
-        return ThreadHelper() if workers is not None else None
+        if workers is None and not want_thread(size_bytes, compressed):
+            return None
+        return ThreadHelper()
     return Helper() if want_helper(workers, size_bytes, compressed) else None
+
+
+def want_thread(size_bytes: int, compressed: bool) -> bool:
+    """A trace large enough for a decoding thread beside the native scanner (`make_helper`)."""
+    return _cpus() >= 2 and size_bytes * (GZIP_RATIO if compressed else 1) >= THREAD_HELPER_BYTES
 
 
 def want_helper(workers: int | None, size_bytes: int, compressed: bool) -> bool:
