@@ -29,6 +29,13 @@ def _with_and_without_c(monkeypatch: pytest.MonkeyPatch, compute):
         return got, compute()
 
 
+def _without_c(compute):
+    """compute() with the references alone (for property tests, which take no fixture)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRACEKIT_NATIVE", "0")
+        return compute()
+
+
 def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
     return _with_and_without_c(monkeypatch, lambda: with_parents(frame))
 
@@ -83,11 +90,7 @@ def test_c_pass_matches_the_polars_joins(rows):
     frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
     # in any order, and in time order (a trace's, where the C pass's sort keeps the eid order)
     for rows_in in (frame, frame.sort("ts_ns", "eid")):
-        native = with_parents(rows_in)
-        with pytest.MonkeyPatch.context() as m:
-            m.setenv("TRACEKIT_NATIVE", "0")
-            reference = with_parents(rows_in)
-        assert native.equals(reference)
+        assert with_parents(rows_in).equals(_without_c(lambda r=rows_in: with_parents(r)))
 
 
 @pytest.mark.real
@@ -150,10 +153,7 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
     frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
     points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
     got = _innermost(points, frame)
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = _innermost(points, frame)
-    assert got.equals(reference)
+    assert got.equals(_without_c(lambda: _innermost(points, frame)))
     # slices in time order, as a trace's are (the C pass's sort then keeps their eid order)
     assert _innermost(points, frame.sort("ts_ns", "eid")).equals(got)
     # the definition: of the slices containing the point, the last started, then the shortest, then the highest eid
@@ -189,10 +189,7 @@ def test_stab_c_pass_matches_the_join(rows, pts):
     frame = frame.with_columns(end_ns=pl.when(pl.col("eid") % 7 == 3).then(None).otherwise(pl.col("end_ns")))
     points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
     got = _stab(points, frame)
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = _stab(points, frame)
-    assert got.equals(reference)
+    assert got.equals(_without_c(lambda: _stab(points, frame)))
     # the definition: start <= at < end, nulls in neither
     pairs = [(g, r["eid"]) for g, _, _, at in points.rows() for r in frame.rows(named=True)
              if at is not None and r["ts_ns"] is not None and r["end_ns"] is not None and r["ts_ns"] <= at < r["end_ns"]]
@@ -348,10 +345,7 @@ def test_op_paths_c_pass_matches_the_closure(case, names, rnd):
                           schema={"eid": pl.Int64, "parent_eid": pl.Int64, "depth": pl.Int64, "name": pl.String})
     wanted = pl.Series([eid[i] for i in range(0, n, 2)] + [5, None])  # 5: not an op
     got = op_paths(nested, wanted)
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        reference = op_paths(nested, wanted)
-    assert got.sort("eid").equals(reference.sort("eid"))
+    assert got.sort("eid").equals(_without_c(lambda: op_paths(nested, wanted)).sort("eid"))
     for e, path in got.iter_rows():
         i = eid.index(e)
         chain = []

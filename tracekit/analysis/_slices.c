@@ -155,6 +155,13 @@ static Output *new_output(int64_t length, int nullable) {
     return o;
 }
 
+/* Free the outputs not handed over (NULL entries are skipped). */
+static void release_outputs(Output **outs, int count) {
+    for (int k = 0; k < count; k++) {
+        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
+    }
+}
+
 /* A tuple of the capsules of `count` outputs, each taken over (and set to NULL) also on
  * failure; NULL with an exception set. */
 static PyObject *columns_tuple(Output **outs, int count) {
@@ -380,9 +387,7 @@ static PyObject *stab(PyObject *self, PyObject *args) {
     result = columns_tuple(outs, 2);
 done:
     for (int k = 0; k < 3; k++) drop_column(&cols[k]);
-    for (int k = 0; k < 2; k++) {
-        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
-    }
+    release_outputs(outs, 2);
     free(open);
     free(pt);
     free(sl);
@@ -456,9 +461,7 @@ static PyObject *covered(PyObject *self, PyObject *args) {
     result = columns_tuple(outs, 2);
 done:
     for (int k = 0; k < 6; k++) drop_column(&cols[k]);
-    for (int k = 0; k < 2; k++) {
-        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
-    }
+    release_outputs(outs, 2);
     free(rg);
     free(rs);
     free(re);
