@@ -226,6 +226,17 @@ def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
     assert intervals.touched(f, points, on=["pid", "tid"]).rows() == [("1", "a", 0, 10)]
 
 
+def test_cover_with_the_extreme_integer_keys() -> None:
+    """A single integer key is used as it is: its extremes group like any other value."""
+    lo, hi = -(2**63), 2**63 - 1
+    f = pl.DataFrame({"device": [lo, hi, lo], "ts_ns": [0, 0, 50], "end_ns": [10, 100, 60]})
+    q = pl.DataFrame({"qid": [1, 2, 3], "device": [lo, hi, 0], "q_start_ns": [5, 5, 0], "q_end_ns": [55, 55, 100]})
+    for c_passes in ("1", "0"):
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv("TRACEKIT_NATIVE", c_passes)
+            assert intervals.covered_ns(q, f, on=["device"]).sort("qid").rows() == [(1, 10), (2, 50)]
+
+
 def _gpu_trace(rows: list[tuple[int, int, int]], names: list[str]) -> Trace:
     cats = [GPU_WORK_CATS[i % 3] for i in range(len(rows))]
     gpu = pl.DataFrame({

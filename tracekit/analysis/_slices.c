@@ -394,11 +394,11 @@ done:
     return result;
 }
 
-/* The first k in [lo, hi) with v[k] > x (v rising), else hi. */
-static int64_t first_above(const int64_t *v, int64_t lo, int64_t hi, int64_t x) {
+/* The first k in [lo, hi) with v[k] > x (or, `or_equal`, v[k] >= x), v rising; else hi. */
+static int64_t first_past(const int64_t *v, int64_t lo, int64_t hi, int64_t x, int or_equal) {
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (v[mid] > x) hi = mid;
+        if (v[mid] > x || (or_equal && v[mid] == x)) hi = mid;
         else lo = mid + 1;
     }
     return lo;
@@ -445,8 +445,8 @@ static PyObject *covered(PyObject *self, PyObject *args) {
     sum[0] = 0;
     for (int64_t k = 0; k < r; k++) sum[k + 1] = sum[k] + (re[k] - rs[k]);
     for (int64_t j = 0; j < m; j++) {
-        int64_t lo = first_above(rg, 0, r, qg[j] - 1), hi = first_above(rg, lo, r, qg[j]);
-        int64_t a = first_above(re, lo, hi, qs[j]), b = first_above(rs, a, hi, qe[j] - 1);
+        int64_t lo = first_past(rg, 0, r, qg[j], 1), hi = first_past(rg, lo, r, qg[j], 0);
+        int64_t a = first_past(re, lo, hi, qs[j], 0), b = first_past(rs, a, hi, qe[j], 1);
         hit[j] = a < b;
         part[j] = 0;
         if (a < b) {
