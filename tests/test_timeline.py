@@ -112,6 +112,14 @@ def test_union_gaps_and_positions() -> None:
                    (1, 0, 3, "before_first"), (2, 0, 10, "empty")]
 
 
+def _c_then_reference():
+    """Runs the loop's body twice: with the C passes, then with their Polars references alone."""
+    for c_passes in ("1", "0"):
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv("TRACEKIT_NATIVE", c_passes)
+            yield
+
+
 def test_clip_and_cover() -> None:
     f = pl.DataFrame({"ts_ns": [0, 5, 20, 24], "end_ns": [10, 8, 30, 24]})
     assert intervals.clip_to_window(f, 4, 25).rows() == [(4, 10), (5, 8), (20, 25), (24, 24)]
@@ -123,11 +131,9 @@ def test_clip_and_cover() -> None:
     q = pl.DataFrame({"qid": [1, 2, 3, 4, 5], "q_start_ns": [0, 12, 7, 24, 0], "q_end_ns": [25, 15, 7, 26, None]})
     f = f.vstack(pl.DataFrame({"ts_ns": [40], "end_ns": [None]}, schema=f.schema))  # no end: zero-length at 40
     q = q.vstack(pl.DataFrame({"qid": [6], "q_start_ns": [39], "q_end_ns": [41]}))
-    for c_passes in ("1", "0"):
-        with pytest.MonkeyPatch.context() as m:
-            m.setenv("TRACEKIT_NATIVE", c_passes)
-            assert intervals.covered_ns(q, f).sort("qid").rows() == [(1, 15), (4, 2), (6, 0)]
-            assert intervals.covered_ns(q, f, whole=True).sort("qid").rows() == [(1, 20), (4, 10), (6, 0)]
+    for _ in _c_then_reference():
+        assert intervals.covered_ns(q, f).sort("qid").rows() == [(1, 15), (4, 2), (6, 0)]
+        assert intervals.covered_ns(q, f, whole=True).sort("qid").rows() == [(1, 20), (4, 10), (6, 0)]
 
 
 intervals_st = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000), st.integers(0, 3_000)),
@@ -188,20 +194,18 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
             part = sum((e - s) if whole else (min(e, qe) - max(s, qs)) for s, e in hits)
             if hits:
                 want[i] = part
-        for c_passes in ("1", "0"):  # the C pass, then its Polars reference
-            with pytest.MonkeyPatch.context() as m:
-                m.setenv("TRACEKIT_NATIVE", c_passes)
-                got = intervals.covered_ns(q, f, on=["d"], whole=whole)
-                assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
-                assert dict(got.rows()) == want
-                # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
-                threads = intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole)
-                assert dict(threads.rows()) == want
-                # no keys: every interval in one group
-                flat = {i: sum((e - s) if whole else (min(e, qs + n) - max(s, qs)) for s, e in all_runs
-                               if s < qs + n and e > qs) for i, (_, qs, n) in enumerate(queries)
-                        if n > 0 and any(s < qs + n and e > qs for s, e in all_runs)}
-                assert dict(intervals.covered_ns(q.drop("d"), f.drop("d"), whole=whole).rows()) == flat
+        for _ in _c_then_reference():
+            got = intervals.covered_ns(q, f, on=["d"], whole=whole)
+            assert got.schema == {"qid": pl.Int64, "covered_ns": pl.Int64}
+            assert dict(got.rows()) == want
+            # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
+            threads = intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole)
+            assert dict(threads.rows()) == want
+            # no keys: every interval in one group
+            flat = {i: sum((e - s) if whole else (min(e, qs + n) - max(s, qs)) for s, e in all_runs
+                           if s < qs + n and e > qs) for i, (_, qs, n) in enumerate(queries)
+                    if n > 0 and any(s < qs + n and e > qs for s, e in all_runs)}
+            assert dict(intervals.covered_ns(q.drop("d"), f.drop("d"), whole=whole).rows()) == flat
     points = q.select("d", t="q_start_ns")
     inside = [i for i, (d, s, length) in enumerate(rows) if any(p[0] == d and s <= p[1] < s + length for p in queries)]
     assert intervals.touched(f, points, on=["d"]).rows() == f[inside].rows()
@@ -218,10 +222,8 @@ def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
     f = pl.DataFrame({"pid": ["1", "1", None], "tid": ["a", None, "a"], "ts_ns": [0, 0, 0], "end_ns": [10, 20, 30]})
     q = pl.DataFrame({"qid": [7, 8, 9], "pid": ["1", "1", None], "tid": ["a", None, "a"], "q_start_ns": [0, 0, 0],
                       "q_end_ns": [40, 40, 40]})
-    for c_passes in ("1", "0"):
-        with pytest.MonkeyPatch.context() as m:
-            m.setenv("TRACEKIT_NATIVE", c_passes)
-            assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
+    for _ in _c_then_reference():
+        assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
     points = q.select("pid", "tid", t=pl.lit(5))
     assert intervals.touched(f, points, on=["pid", "tid"]).rows() == [("1", "a", 0, 10)]
 
@@ -231,10 +233,8 @@ def test_cover_with_the_extreme_integer_keys() -> None:
     lo, hi = -(2**63), 2**63 - 1
     f = pl.DataFrame({"device": [lo, hi, lo], "ts_ns": [0, 0, 50], "end_ns": [10, 100, 60]})
     q = pl.DataFrame({"qid": [1, 2, 3], "device": [lo, hi, 0], "q_start_ns": [5, 5, 0], "q_end_ns": [55, 55, 100]})
-    for c_passes in ("1", "0"):
-        with pytest.MonkeyPatch.context() as m:
-            m.setenv("TRACEKIT_NATIVE", c_passes)
-            assert intervals.covered_ns(q, f, on=["device"]).sort("qid").rows() == [(1, 10), (2, 50)]
+    for _ in _c_then_reference():
+        assert intervals.covered_ns(q, f, on=["device"]).sort("qid").rows() == [(1, 10), (2, 50)]
 
 
 def _gpu_trace(rows: list[tuple[int, int, int]], names: list[str]) -> Trace:

@@ -20,7 +20,7 @@ from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
-from tracekit.loader.workers import GZIP_RATIO, make_helper
+from tracekit.loader.workers import json_bytes, make_helper
 
 if TYPE_CHECKING:
     from tracekit.model import Trace
@@ -88,7 +88,7 @@ def load_file(
     (default: 4 MB, more for very large traces)."""
     stream = Stream(path, max_bytes=max_bytes)
     if chunk_bytes is None:
-        chunk_bytes = chunk_size(stream.size_bytes * (GZIP_RATIO if stream.compressed else 1))
+        chunk_bytes = chunk_size(json_bytes(stream.size_bytes, stream.compressed))
     pieces = stream if progress is None else _reporting(stream, progress)
     try:
         result = _read(pieces, path=stream.path, size_bytes=stream.size_bytes, compressed=stream.compressed,

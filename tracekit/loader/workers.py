@@ -79,9 +79,15 @@ def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> Threa
     return Helper() if want_helper(workers, size_bytes, compressed) else None
 
 
+def json_bytes(size_bytes: int, compressed: bool) -> int:
+    """The JSON text a file of `size_bytes` holds, as guessed before reading it (a gzip
+    file counted `GZIP_RATIO` times its size)."""
+    return size_bytes * (GZIP_RATIO if compressed else 1)
+
+
 def want_thread(size_bytes: int, compressed: bool) -> bool:
     """A trace large enough for a decoding thread beside the native scanner (`make_helper`)."""
-    return _cpus() >= 2 and size_bytes * (GZIP_RATIO if compressed else 1) >= THREAD_HELPER_BYTES
+    return _cpus() >= 2 and json_bytes(size_bytes, compressed) >= THREAD_HELPER_BYTES
 
 
 def want_helper(workers: int | None, size_bytes: int, compressed: bool) -> bool:
@@ -91,7 +97,7 @@ def want_helper(workers: int | None, size_bytes: int, compressed: bool) -> bool:
         return False
     if workers is not None:
         return True
-    return size_bytes * (GZIP_RATIO if compressed else 1) >= MIN_BYTES_FOR_HELPER and idle_cpu()
+    return json_bytes(size_bytes, compressed) >= MIN_BYTES_FOR_HELPER and idle_cpu()
 
 
 def _scratch_dir() -> str:
