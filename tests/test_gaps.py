@@ -119,6 +119,28 @@ def test_device_span_window_has_no_edge_gaps(golden: Trace) -> None:
     assert _rows(result, "stream", 8) == [(20_000, 105_000, "before_first"), (140_000, 30_000, "after_last")]
 
 
+def test_rows_in_order_ties_by_window(tmp_path) -> None:
+    """Gaps of two overlapping windows that open at the same moment: the rows come by scope,
+    device, stream and start, and equal starts by window (the earlier event first)."""
+    b = golden_builder()
+    b.annotation("w", 0, 100_000)  # after ProfilerStep#1 in the file: the higher eid
+    trace = b.load(tmp_path)
+    result = gaps(trace, windows=window_bounds(trace, "^(ProfilerStep#1|w)$"))
+    device = result.gaps.filter(pl.col("scope") == "device")
+    step, w = "ProfilerStep#1", "w"
+    assert device.select("start_ns", "window_name", "cause").rows() == [
+        (0, step, "before_first"), (0, w, "before_first"), (30_000, step, "launch_bound"),
+        (30_000, w, "launch_bound"), (50_000, step, "cpu_work"), (50_000, w, "cpu_work"),
+        (95_000, step, "sync_stall"), (95_000, w, "after_last"), (108_000, step, "profiler_overhead"),
+        (145_000, step, "short"), (150_000, step, "other"), (170_000, step, "after_last"),
+    ]
+    assert result.gaps["scope"].to_list() == ["device"] * 12 + ["stream"] * (result.gaps.height - 12)
+    streams = result.gaps.filter(pl.col("scope") == "stream")
+    assert streams.select("stream", "start_ns", "window_name").rows()[:4] == [
+        (7, 0, step), (7, 0, w), (7, 30_000, step), (7, 30_000, w)]
+    assert streams.equals(streams.sort("stream", "start_ns", "window_eid"))
+
+
 def test_evidence_and_blame(golden: Trace) -> None:
     g = gaps(golden).gaps.filter(pl.col("scope") == "device")
     by_start = {r["start_ns"]: r for r in g.to_dicts()}

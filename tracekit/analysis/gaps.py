@@ -91,13 +91,14 @@ TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "cause": STR, "gaps": I64, "total_ns": I64,
 }
 GROUP = ["scope", "window_eid", "device", "stream"]
+ORDER = ["scope", "device", "stream", "start_ns", "window_eid"]  # the order of `Gaps.gaps`
 
 
 @dataclass(frozen=True)
 class Gaps:
     """Result of `gaps`. Frames are typed even when empty."""
 
-    gaps: pl.DataFrame  # GAP_SCHEMA: every gap, device and stream scope, short ones included
+    gaps: pl.DataFrame  # GAP_SCHEMA: every gap, device and stream scope, short ones included; in ORDER
     totals: pl.DataFrame  # TOTALS_SCHEMA: per scope, window, device, stream and cause
     min_gap_ns: int
     idle_ns: int  # device scope: Σ gap_ns over devices and windows
@@ -121,12 +122,14 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     rows = windowed(work, bounds)
     found = _find(rows, bounds, work)
     links = gpu_links(trace) if links is None else links
-    found = _next_activity(found, links)
-    found = _evidence(found, trace, work, links)
+    # each step adds its columns beside the gaps' (row `gid`): the gaps' own columns are
+    # never copied (a join per step copied every column; on the 1 GB trace's 1.06M gaps
+    # that was most of the analysis's peak)
+    found = found.hstack(_next_activity(found, links))
+    found = found.hstack(_evidence(found, trace, work, links))
     found = found.with_columns(cause=_cause(min_gap_ns))
-    found = _blame(found, trace)
-    out = found.lazy().select(list(GAP_SCHEMA)).cast(GAP_SCHEMA).sort(
-        "scope", "device", "stream", "start_ns", nulls_last=False).collect(engine=ENGINE)
+    found = found.hstack(_blame(found, trace))
+    out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA)
     totals = _totals(out)
     dev = totals.filter(pl.col("scope") == "device")
     by_cause = {c: 0 for c in CAUSES} | dict(dev.group_by("cause").agg(pl.col("total_ns").sum()).rows())
@@ -145,13 +148,26 @@ def _find(rows: pl.DataFrame, bounds: pl.DataFrame, work: pl.DataFrame) -> pl.Da
     sbounds = sbounds.select(*keys, "window_start_ns", "window_end_ns")
     per = intervals.gaps(rows, sbounds, by=keys).with_columns(scope=pl.lit("stream"))
     both = pl.concat([dev.lazy().select(per.columns), per.lazy()])
-    return both.join(names.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left").with_row_index(
-        "gid").with_columns(pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns")).collect(
-        engine=ENGINE)
+    return both.join(names.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left").sort(
+        ORDER, nulls_last=False, maintain_order=True).with_row_index("gid").with_columns(
+        pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns")).collect(engine=ENGINE)
+
+
+def _per_gap(found: pl.DataFrame, gids: pl.Series, values: pl.Series) -> pl.Series:
+    """`values` at the rows `gids` of a column as long as `found` (gid = row), null elsewhere."""
+    return pl.repeat(None, found.height, dtype=values.dtype, eager=True).scatter(gids, values).rename(values.name)
+
+
+def _rows_per_gap(found: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
+    """`part`'s columns but `gid` (one row per gid at most), one row per gap in `found`'s
+    order: nulls for gaps it has no row for."""
+    at = _per_gap(found, part["gid"], pl.int_range(part.height, dtype=pl.get_index_type(), eager=True))
+    return part.drop("gid").gather(at)
 
 
 def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """The work starting at each gap's end (of several: the launch call that returned first)."""
+    """The work starting at each gap's end (of several: the launch call that returned
+    first): its columns, one row per gap."""
     # the pick runs on the numbers; the chosen work's names are gathered once, for the gaps
     # alone (sorting and deduplicating the candidates' text cost 0.4 GB on the 1 GB trace)
     keys = links.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1).alias("_stream"),
@@ -162,15 +178,15 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
         pl.col("stream").is_null() | (pl.col("stream") == pl.col("_stream")))
     best = pairs.select("gid", "launch_end_ns", "next_eid", "_row").sort(
         "launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first")
-    picked = links.select(
+    at = _per_gap(found, best["gid"], best["_row"].cast(pl.get_index_type()))
+    return links.select(
         pl.col("eid").alias("next_eid"), pl.col("name").alias("next_name"), "launch_eid", "launch_name",
         "launch_ts_ns", "launch_end_ns", "launch_pid", "launch_tid", pl.col("op_name").alias("next_op"),
-    )[best["_row"]]
-    return found.join(pl.concat([best.select("gid"), picked], how="horizontal"), on="gid", how="left")
+    ).gather(at)
 
 
 def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """late_ns, overhead_ns, sync_ns, launch_path_ns, other_busy_ns per gap."""
+    """late_ns, overhead_ns, sync_ns, launch_path_ns, other_busy_ns: one row per gap."""
     late_end = pl.min_horizontal("launch_end_ns", "end_ns").clip(lower_bound=pl.col("start_ns"))
     late_end = pl.when(pl.col("launch_end_ns").is_not_null()).then(late_end)
     found = found.with_columns(late_ns=late_end - pl.col("start_ns"), _late_end=late_end)
@@ -191,11 +207,8 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
         "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
         "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
     }
-    out = found.lazy()
-    for col, part in parts.items():
-        out = out.join(part.lazy().rename({"qid": "gid", "covered_ns": col}), on="gid", how="left",
-                       maintain_order="left")
-    return out.with_columns(pl.col(list(parts)).fill_null(0)).collect(engine=ENGINE)
+    return pl.DataFrame([found["late_ns"], *(_per_gap(found, part["qid"], part["covered_ns"].rename(col)).fill_null(0)
+                                             for col, part in parts.items())])
 
 
 def _blocking(trace: Trace) -> pl.DataFrame:
@@ -245,8 +258,8 @@ def _cause(min_gap_ns: int) -> pl.Expr:
 
 
 def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
-    """blame_op(_eid), annotation, module: innermost slices on the launching thread at g0
-    (not looked up for short gaps)."""
+    """blame_op(_eid), annotation(_eid), module(_eid): innermost slices on the launching
+    thread at g0 (not looked up for short gaps), one row per gap."""
     points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("cause") != "short")).select(
         "gid", pid="launch_pid", tid="launch_tid", t="start_ns")
     cols = ["eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"]
@@ -257,12 +270,9 @@ def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
         "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
                              & pl.col("name").str.contains(MODULE)),
     }
-    out = found.lazy()
-    for col, slices in kinds.items():
-        inner = _innermost(points, slices.select(cols))
-        out = out.join(inner.lazy().rename({"name": col, "eid": f"{col}_eid"}), on="gid", how="left",
-                       maintain_order="left")
-    return out.collect(engine=ENGINE)
+    found_cols = [_rows_per_gap(found, _innermost(points, slices.select(cols))).rename({"name": col, "eid": f"{col}_eid"})
+                  for col, slices in kinds.items()]
+    return pl.concat(found_cols, how="horizontal")
 
 
 def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:

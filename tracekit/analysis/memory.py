@@ -22,6 +22,7 @@ import polars as pl
 
 from tracekit.analysis.attribution import enclosing_ops, op_paths
 from tracekit.analysis.links import cpu_ops
+from tracekit.analysis.shared import ENGINE
 from tracekit.model import Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -92,10 +93,13 @@ def _timeline(memory: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
     points = memory.select("eid", "pid", "tid", "ts_ns", end_ns=pl.col("ts_ns"))
     names = nested.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"))
     ops = enclosing_ops(points, nested).join(names, on="op_eid", how="left")
-    out = memory.join(ops, on="eid", how="left").with_columns(
+    # lazy: the join and the sort carry only the timeline's columns (eager, both copied
+    # every column of the memory events)
+    out = memory.lazy().join(ops.lazy(), on="eid", how="left").with_columns(
         pl.col(KEYS).fill_null(-1),
     ).with_columns(device=device_label(pl.col("device_type"), pl.col("device_id")))
-    return out.select(list(TIMELINE_SCHEMA)).cast(TIMELINE_SCHEMA).sort([*KEYS, "ts_ns", "eid"])
+    return out.select(list(TIMELINE_SCHEMA)).cast(TIMELINE_SCHEMA).sort([*KEYS, "ts_ns", "eid"]).collect(
+        engine=ENGINE)
 
 
 def _devices(timeline: pl.DataFrame, nested: pl.DataFrame, props: pl.DataFrame) -> pl.DataFrame:
