@@ -137,9 +137,11 @@ def _carrier_map(work: pl.DataFrame) -> pl.DataFrame:
 
 def _gpu_rows(trace: Trace) -> pl.DataFrame:
     """GPU work that HBM bounds: kernels, memsets, device-to-device copies, with taxonomy."""
-    rows = gpu_links(trace).filter(
-        (pl.col("cat") != "gpu_memcpy") | pl.col("name").str.contains(r"(?i)\bDtoD\b"))
-    rows = rows.select("eid", pl.col("name").alias("kernel"), "cat", "device", "ts_ns", "dur_ns", "op_eid")
+    # lazy: the filter copies only the columns kept (eager, every column of the GPU links)
+    rows = gpu_links(trace).lazy().filter(
+        (pl.col("cat") != "gpu_memcpy") | pl.col("name").str.contains(r"(?i)\bDtoD\b")
+    ).select("eid", pl.col("name").alias("kernel"), "cat", "device", "ts_ns", "dur_ns", "op_eid").collect(
+        engine=ENGINE)
     classes = _taxonomy(rows["kernel"]).drop("attention_backend")
     return rows.join(classes, on="kernel", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
 
