@@ -222,9 +222,9 @@ def _blocking(trace: Trace) -> pl.DataFrame:
 
 def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
-    calls = links.filter(pl.col("launch_eid").is_not_null()).select(
+    calls = links.lazy().filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns")).unique()
+        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns")).unique().collect(engine=ENGINE)
     top = _top_ops(trace).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
     used = intervals.touched(top, calls.select("pid", "tid", t="ts_ns"), on=["pid", "tid"])
     return pl.concat([calls, used.select(calls.columns)])

@@ -257,10 +257,10 @@ def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     if links.is_empty():
         return pl.DataFrame(schema=_WORK_SCHEMA)
     cls = work_class(pl.col("cat"), pl.col("name")).replace_strict(_GPU_CLASS, return_dtype=CLASS)
-    return links.filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
+    return links.lazy().filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
         "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",
-        "launch_tid", cls=cls).cast(_WORK_SCHEMA)
+        "launch_tid", cls=cls).cast(_WORK_SCHEMA).collect(engine=ENGINE)
 
 
 def _bounds(slices: pl.DataFrame, work: pl.DataFrame, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:

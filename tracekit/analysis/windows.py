@@ -141,11 +141,11 @@ def _kind(name: pl.Expr) -> pl.Expr:
 
 def _launched_work(rows: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     """(eid of the annotation, GPU work row) for work whose launch call started inside it."""
-    calls = links.filter(pl.col("launch_eid").is_not_null()).select(
+    calls = links.lazy().filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("eid").alias("gpu_eid"), "cat", pl.col("ts_ns").alias("g_ts_ns"),
         pl.col("end_ns").alias("g_end_ns"), pl.col("launch_ts_ns").alias("t"),
         pl.col("launch_pid").alias("c_pid"), pl.col("launch_tid").alias("c_tid"),
-    )
+    ).collect(engine=ENGINE)
     spans = rows.select("eid", "pid", "tid", "ts_ns", "end_ns", _step=pl.col("name").str.contains(STEP_NAME))
     pairs = stab(calls, spans, at="t")
     same = (pl.col("c_pid") == pl.col("pid")) & ((pl.col("c_tid") == pl.col("tid")) | pl.col("_step"))

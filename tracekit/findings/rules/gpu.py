@@ -13,6 +13,7 @@ from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
+from tracekit.model import ENGINE
 
 I64 = pl.Int64
 
@@ -126,8 +127,9 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     # calls are compared with those of the same kernel, launch grid and (when the trace has
     # them) input shapes of the op that launched it: one kernel name serves several shapes (a
     # GEMM in every Linear, prefill and decode), each with its own time
-    k = ctx.links.filter(pl.col("cat") == "kernel").select(
-        "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid")
+    k = ctx.links.lazy().filter(pl.col("cat") == "kernel").select(
+        "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid").collect(
+        engine=ENGINE)
     at = rows_of(ctx.trace.ops, k["op_eid"])  # (a lookup by eid, not a join with every op)
     k = k.with_columns(_shape=ctx.trace.ops["input_dims"].gather(at.set(at < 0, None)))
     same = ["name", "grid_x", "grid_y", "grid_z", "_shape"]
