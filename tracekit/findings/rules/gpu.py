@@ -155,10 +155,9 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
       nothing_found="No FP32 (non-tensor-core) GEMM or conv kernel where tensor cores are available.",
       expected_speedup=4.0, min_share=0.01)
 def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
-    links = ctx.links.filter(pl.col("cat") == "kernel")
     simt = (pl.col("kernel_class").is_in(["gemm", "conv"]) & (pl.col("tensor_cores") == False)
             & ~pl.col("precision").is_in(["tf32", "fp16", "bf16", "fp8", "int8"]).fill_null(False))
-    rows = links.filter(simt)
+    rows = ctx.links.filter((pl.col("cat") == "kernel") & simt)  # one filter: every column of the few it keeps
     devices = ctx.trace.meta.devices
     has_tc = bool((devices["compute_major"] >= 7).any()) if devices.height else False
     half_inputs = ctx.nested.filter(pl.col("input_types").str.contains("BFloat16|Half").fill_null(False))
