@@ -181,6 +181,7 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
         engine=ENGINE)
     callers = links.lazy().select(eid="launch_eid").drop_nulls().unique().collect(engine=ENGINE)
     segments, anchors = _segments(points, lanes, nested, syncs, launched, callers, idle_gap_ns)
+    points = points.drop("key", "owner")  # (the pieces' order and owners: read by the segments alone)
     gpu = _gpu_edges(work)
     # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
     # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
@@ -192,14 +193,19 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
              _chain_edges(segments, anchors, lanes)]
     # one plan for the edges of every kind
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts]).collect(engine=ENGINE)
+    # what the order and the result read, and nothing else: the rest of the slices and
+    # points go before the order's work, the largest step (on the 1 GB trace a point's
+    # thread, key and owner, and a slice's threads, times and depth, were 0.25 GB there)
+    kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
+    del parts, gpu, cross, slices, nested, anchors, launched, callers  # (the edges' pieces stay with `edges` until it is made one chunk)
+    points, work = points.select("node", "t", "opening"), work.select("s_node", "e_node", "ts_ns", "end_ns")
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
-    del parts, gpu, cross, points, work  # (the edges' pieces stay with `edges` until it is made one chunk)
+    del points, work
     # one chunk per column (every reader gathers or joins on them; chunked, the what-ifs took
     # 20 % longer), made once the order's work is let go: a copy either way
     edges = (edges.filter(ok) if dropped else edges).rechunk()
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
-    kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
     return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
                     edge_counts={k: int(v) for k, v in counts.items()}, inferred_edges=int(edges["inferred"].sum()),
                     dropped_edges=dropped, order=order,
