@@ -207,8 +207,8 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
         "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
         "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
     }
-    return pl.DataFrame([found["late_ns"], *(_per_gap(found, part["qid"], part["covered_ns"].rename(col)).fill_null(0)
-                                             for col, part in parts.items())])
+    covered = (_per_gap(found, part["qid"], part["covered_ns"].rename(col)).fill_null(0) for col, part in parts.items())
+    return pl.DataFrame([found["late_ns"], *covered])
 
 
 def _blocking(trace: Trace) -> pl.DataFrame:
@@ -224,7 +224,8 @@ def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
     calls = links.lazy().filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns")).unique().collect(engine=ENGINE)
+        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
+    ).unique().collect(engine=ENGINE)
     top = _top_ops(trace).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
     used = intervals.touched(top, calls.select("pid", "tid", t="ts_ns"), on=["pid", "tid"])
     return pl.concat([calls, used.select(calls.columns)])
@@ -270,9 +271,9 @@ def _blame(found: pl.DataFrame, trace: Trace) -> pl.DataFrame:
         "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
                              & pl.col("name").str.contains(MODULE)),
     }
-    found_cols = [_rows_per_gap(found, _innermost(points, slices.select(cols))).rename({"name": col, "eid": f"{col}_eid"})
-                  for col, slices in kinds.items()]
-    return pl.concat(found_cols, how="horizontal")
+    columns = [_rows_per_gap(found, _innermost(points, slices.select(cols))).rename({"name": col, "eid": f"{col}_eid"})
+               for col, slices in kinds.items()]
+    return pl.concat(columns, how="horizontal")
 
 
 def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:

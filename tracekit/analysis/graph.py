@@ -197,7 +197,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     # points go before the order's work, the largest step (on the 1 GB trace a point's
     # thread, key and owner, and a slice's threads, times and depth, were 0.25 GB there)
     kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
-    del parts, gpu, cross, slices, nested, anchors, launched, callers  # (the edges' pieces stay with `edges` until it is made one chunk)
+    # (the edges' pieces stay with `edges` until it is made one chunk)
+    del parts, gpu, cross, slices, nested, anchors, launched, callers
     points, work = points.select("node", "t", "opening"), work.select("s_node", "e_node", "ts_ns", "end_ns")
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()

@@ -145,8 +145,8 @@ def _launches(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     ).rename({"launch_eid": "eid"})
     # in the calls' order: sorted only when they are not in time order (a sort copied every
     # column of a million launches on the 1 GB trace)
-    out = calls.lazy().with_columns(family=launch_family(pl.col("name"))).filter(pl.col("family").is_not_null()).join(
-        work, on="eid", how="left", maintain_order="left").with_columns(
+    calls_ = calls.lazy().with_columns(family=launch_family(pl.col("name"))).filter(pl.col("family").is_not_null())
+    out = calls_.join(work, on="eid", how="left", maintain_order="left").with_columns(
         pl.col("gpu_events", "gpu_ns").fill_null(0),
         latency_ns=pl.col("first_gpu_ts_ns") - pl.col("end_ns"),
     )
