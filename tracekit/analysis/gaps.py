@@ -245,12 +245,17 @@ def _top_ops(trace: Trace) -> pl.DataFrame:
     return with_parents(trace.ops.filter((pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(STEP_NAME)))
 
 
+def _short(min_gap_ns: int) -> pl.Expr:
+    """The first cause's rule: a gap under `min_gap_ns` is `short` (and gets no blame)."""
+    return pl.col("gap_ns") < min_gap_ns
+
+
 def _cause(min_gap_ns: int) -> pl.Expr:
     gap, late = pl.col("gap_ns"), pl.col("late_ns").fill_null(0)
     cpu = pl.when(2 * pl.col("launch_path_ns") < late).then(pl.lit("cpu_work"))
     cpu = cpu.otherwise(pl.lit("launch_bound"))
     return (
-        pl.when(gap < min_gap_ns).then(pl.lit("short"))
+        pl.when(_short(min_gap_ns)).then(pl.lit("short"))
         .when(pl.col("position").is_in(["before_first", "empty"])).then(pl.lit("before_first"))
         .when(pl.col("position") == "after_last").then(pl.lit("after_last"))
         .when(2 * pl.col("overhead_ns") >= gap).then(pl.lit("profiler_overhead"))
@@ -265,9 +270,9 @@ def _cause(min_gap_ns: int) -> pl.Expr:
 
 def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
     """blame_op(_eid), annotation(_eid), module(_eid): innermost slices on the launching
-    thread at g0 (not looked up for short gaps: `gap_ns < min_gap_ns`, the first cause's
-    rule), one row per gap."""
-    points = found.filter(pl.col("launch_pid").is_not_null() & (pl.col("gap_ns") >= min_gap_ns)).select(
+    thread at g0 (not looked up for `_short` gaps: the causes need not be known), one row
+    per gap."""
+    points = found.filter(pl.col("launch_pid").is_not_null() & ~_short(min_gap_ns)).select(
         "gid", pid="launch_pid", tid="launch_tid", t="start_ns")
     cols = ["eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"]
     ops = trace.ops.select(*cols, "cat")  # (a filter of every column of the ops copied them all)
