@@ -141,6 +141,21 @@ def test_rows_in_order_ties_by_window(tmp_path) -> None:
     assert streams.equals(streams.sort("stream", "start_ns", "window_eid"))
 
 
+def test_totals_in_one_order_equal_totals_by_cause() -> None:
+    """Causes with equal totals in one group come by name, whatever order the gaps are in."""
+    from tracekit.analysis.gaps import _totals
+
+    rows = [("stream", 0, "ProfilerStep#1", 0, 7, cause, 5_000) for cause in ("other", "cpu_work", "short", "launch_bound")]
+    rows += [("stream", 0, "ProfilerStep#1", 0, 7, "sync_stall", 9_000), ("device", 0, "ProfilerStep#1", 0, None, "other", 1)]
+    cols = ["scope", "window_eid", "window_name", "device", "stream", "cause", "gap_ns"]
+    gaps_ = pl.DataFrame(rows, schema={c: GAP_SCHEMA[c] for c in cols}, orient="row")
+    expected = [("device", None, "other", 1), ("stream", 7, "sync_stall", 9_000), ("stream", 7, "cpu_work", 5_000),
+                ("stream", 7, "launch_bound", 5_000), ("stream", 7, "other", 5_000), ("stream", 7, "short", 5_000)]
+    for seed in range(8):
+        totals = _totals(gaps_.sample(fraction=1.0, shuffle=True, seed=seed))
+        assert totals.select("scope", "stream", "cause", "total_ns").rows() == expected
+
+
 def test_evidence_and_blame(golden: Trace) -> None:
     g = gaps(golden).gaps.filter(pl.col("scope") == "device")
     by_start = {r["start_ns"]: r for r in g.to_dicts()}

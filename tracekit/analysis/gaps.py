@@ -101,7 +101,7 @@ class Gaps:
     """Result of `gaps`. Frames are typed even when empty."""
 
     gaps: pl.DataFrame  # GAP_SCHEMA: every gap, device and stream scope, short ones included; in ORDER
-    totals: pl.DataFrame  # TOTALS_SCHEMA: per scope, window, device, stream and cause
+    totals: pl.DataFrame  # TOTALS_SCHEMA: per scope, window, device, stream and cause; the largest first, ties by cause
     min_gap_ns: int
     idle_ns: int  # device scope: Σ gap_ns over devices and windows
     by_cause: dict[str, int]  # device scope: ns per cause, every cause present (0 when none)
@@ -296,6 +296,7 @@ def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
 def _totals(out: pl.DataFrame) -> pl.DataFrame:
     keys = [*GROUP, "window_name", "cause"]
     sums = out.group_by(keys).agg(gaps=pl.len(), total_ns=pl.col("gap_ns").sum())
-    order = ["scope", "device", "stream", "window_eid", "total_ns"]
+    # equal totals by cause: the same table every run (they came in any order)
+    order = ["scope", "device", "stream", "window_eid", "total_ns", "cause"]
     return sums.select(list(TOTALS_SCHEMA)).cast(TOTALS_SCHEMA).sort(
-        order, descending=[False, False, False, False, True], nulls_last=False)
+        order, descending=[False, False, False, False, True, False], nulls_last=False)
