@@ -15,6 +15,7 @@ $(VENV)/.base: pyproject.toml setup.py tracekit/loader/_scan.c tracekit/analysis
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m compileall -q tracekit capture >/dev/null  # bytecode now: with PYTHONDONTWRITEBYTECODE set, every command would compile every module it imports
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base
