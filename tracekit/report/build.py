@@ -14,7 +14,7 @@ from tracekit import __version__
 from tracekit import format as fmt
 from tracekit.analyse import Analysis, AnalysisOptions, analyse, large, workers_for
 from tracekit.analysis.gaps import CAUSE_LABELS
-from tracekit.model import Trace
+from tracekit.model import ENGINE, Trace
 from tracekit.report import extras, sections
 from tracekit.report.lanes import cpu_lanes, gpu_lanes
 from tracekit.report.model import Card, Finding, Report, Section
@@ -254,7 +254,10 @@ def _idle_and_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
     """Each device's idle time by cause, and the critical path (whole-trace lanes: a
     timeline draws the part inside its window)."""
     lanes = []
-    gaps = a.gaps.gaps.filter(pl.col("scope") == "device")
+    # the four columns read, filtered lazily: an eager filter copied every column of the gaps
+    # first (the 1 GB trace's 0.5M device gaps: with the path's lane below, 0.6 GB at once)
+    gaps = a.gaps.gaps.lazy().filter(pl.col("scope") == "device").select(
+        "device", "start_ns", "end_ns", "cause").collect(engine=ENGINE)
     for device, rows in sorted(gaps.group_by("device"), key=lambda kv: kv[0][0] or 0):
         iv = rows.select("start_ns", "end_ns", cls=pl.format("gap-{}", pl.col("cause")), prio=pl.lit(1, pl.Int64))
         lanes.append((f"GPU {device[0]} idle", f"idle time of device {device[0]} by cause", iv))

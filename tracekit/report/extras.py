@@ -9,6 +9,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
+from tracekit.model import ENGINE
 from tracekit.report.model import Bar, BarChart, Cell, Column, Section, Table
 from tracekit.report.tables import frame_table
 
@@ -54,8 +55,8 @@ def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
     # the path's classes -> their colours as an Enum (a code a row, not a string a row)
     css = pl.col("cls").replace_strict(
         {k: v[1] for k, v in PATH_CLASSES.items()}, default="cp-other", return_dtype=CP_CSS)
-    iv = segs.filter(pl.col("end_ns") > pl.col("start_ns")).select(
-        "start_ns", "end_ns", cls=css, prio=pl.lit(1, pl.Int64))
+    iv = segs.lazy().filter(pl.col("end_ns") > pl.col("start_ns")).select(  # (lazy: only these columns are copied)
+        "start_ns", "end_ns", cls=css, prio=pl.lit(1, pl.Int64)).collect(engine=ENGINE)
     return [("critical path", f"critical path of {cp.window}: {cp.sentence}", iv)]
 
 

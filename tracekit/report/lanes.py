@@ -6,7 +6,7 @@ import polars as pl
 
 from tracekit.analysis.gaps import BLOCKING_CALL
 from tracekit.analysis.taxonomy import classify_names
-from tracekit.model import Trace
+from tracekit.model import ENGINE, Trace
 
 IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
 
@@ -39,34 +39,39 @@ def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = 
 
 
 def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tuple[str, str, pl.DataFrame]]:
-    """The busiest CPU threads: ops (cpu), launch calls (launch) and blocking syncs (sync)."""
-    ops = trace.ops.select("name", "cat", "pid", "tid", "ts_ns", "end_ns").filter(
-        pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#")
-        & (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
-    rt = trace.runtime.select("name", "pid", "tid", "ts_ns", "end_ns").filter(
-        (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
+    """The busiest CPU threads: ops (cpu), launch calls (launch) and blocking syncs (sync).
+
+    The threads are ranked on their durations alone; only the chosen threads' rows become
+    intervals (lazily filtered: the 1 GB trace's 2.4M ops and calls as one frame of
+    intervals, then filtered per lane, had cost 0.28 GB at once)."""
+    window = (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1)
+    ops = trace.ops.lazy().filter(
+        pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#") & window
+    ).select("pid", "tid", "ts_ns", "end_ns")
+    rt = trace.runtime.lazy().filter(window).select("name", "pid", "tid", "ts_ns", "end_ns")
+    dur = (pl.col("end_ns") - pl.col("ts_ns")).alias("dur")
+    busiest = (pl.concat([ops.select("pid", "tid", dur), rt.select("pid", "tid", dur)])
+               .group_by("pid", "tid").agg(total=pl.col("dur").sum())
+               .sort(["total", "pid", "tid"], descending=[True, False, False]).head(max_lanes).collect(engine=ENGINE))
+    if busiest.is_empty():
+        return []
     # runtime calls are launches unless they block; the patterns run on the distinct names
     name = pl.col("name")
-    blocking = rt.select(name.unique()).filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async"))["name"]
+    blocking = rt.select(name.unique()).filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")).collect(
+        engine=ENGINE)["name"]
     sync = name.is_in(blocking.implode())
-    rt = rt.with_columns(cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
-                         prio=pl.when(sync).then(3).otherwise(2))
-    frames = [
-        ops.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns", cls=pl.lit("cpu"), prio=pl.lit(1, pl.Int64)),
-        rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns", "cls", pl.col("prio").cast(pl.Int64)),
-    ]
-    iv = pl.concat(frames)
-    if iv.is_empty():
-        return []
-    busiest = (iv.group_by("pid", "tid").agg(total=(pl.col("end_ns") - pl.col("start_ns")).sum())
-               .sort(["total", "pid", "tid"], descending=[True, False, False]).head(max_lanes))
+    calls = rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
+                      cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
+                      prio=pl.when(sync).then(3).otherwise(2).cast(pl.Int64))
+    work = ops.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns", cls=pl.lit("cpu"), prio=pl.lit(1, pl.Int64))
     names = {(p, t): n for p, t, n in trace.meta.threads.select("pid", "tid", "name").iter_rows()}
-    lanes = []
+    plans, labels = [], []
     for pid, tid, _ in busiest.iter_rows():
-        rows = iv.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).select(list(IV_SCHEMA))
+        mine = (pl.col("pid") == pid) & (pl.col("tid") == tid)
+        plans.append(pl.concat([work.filter(mine), calls.filter(mine)]).select(list(IV_SCHEMA)))
         name = names.get((pid, tid)) or f"thread {tid}"
-        lanes.append((f"CPU {_short(name)}", f"process {pid}, thread {tid} ({name})", rows))
-    return lanes
+        labels.append((f"CPU {_short(name)}", f"process {pid}, thread {tid} ({name})"))
+    return [(*label, rows) for label, rows in zip(labels, pl.collect_all(plans, engine=ENGINE))]
 
 
 def _short(name: str, n: int = 16) -> str:
