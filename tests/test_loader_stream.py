@@ -221,6 +221,18 @@ def test_cached_frames_come_back_in_one_chunk_as_a_fresh_load_gives_them(tmp_pat
         assert plain.frames()[name].n_chunks() <= 1, name
 
 
+def test_columns_of_nulls_are_made_anew_with_their_types():
+    enum = pl.Enum(["a", "b"])
+    frame = pl.DataFrame({"text": [None, None, None], "n": [None, None, None], "e": [None, None, None],
+                          "l": [None, None, None], "some": ["x", None, "y"]},
+                         schema={"text": pl.String, "n": pl.Int64, "e": enum, "l": pl.List(pl.Int64), "some": pl.String})
+    out = tkcache.null_columns_unbacked(frame)
+    assert out.schema == frame.schema and out.equals(frame)
+    assert out["some"].to_list() == ["x", None, "y"]
+    empty = frame.clear()
+    assert tkcache.null_columns_unbacked(empty).equals(empty)
+
+
 def test_cache_invalidated_when_the_file_changes(tmp_path):
     cache_dir = tmp_path / "cache"
     path = tmp_path / "t.json"

@@ -104,6 +104,7 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
             return None
         # one plan for all: Polars reads (and unpacks) the files in parallel
         frames = pl.collect_all([pl.scan_ipc(entry / f"f{i}.arrow") for i in range(doc["frames"])])
+        frames = [loader_cache.null_columns_unbacked(f) for f in frames]
         analysis = _decode(doc["tree"], frames)
         loader_cache.touch(entry)
         return dataclasses.replace(analysis, trace=trace)
