@@ -759,6 +759,20 @@ def test_cli_single_trace(variants_dir: Path) -> None:
     assert "Backend that ran: eager (3)" in result.output and "Findings" in result.output
 
 
+def test_cli_cache_and_size_options(variants_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    from tracekit.cli.main import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    paths = [str(variants_dir / f"{v}.json.gz") for v in ("sdpa-flash", "sdpa-cudnn")]
+    assert CliRunner().invoke(cli, ["attention", "--no-cache", *paths]).exit_code == 0
+    assert not (tmp_path / "xdg").exists()
+    assert CliRunner().invoke(cli, ["attention", "--cache", *paths]).exit_code == 0
+    assert len([p for p in (tmp_path / "xdg" / "tracekit").iterdir() if p.name != "templates"]) == 2
+    capsys.readouterr()
+    assert main(["attention", "--no-cache", "--max-bytes", "1K", *paths]) == 2
+    assert "more than 1,024 bytes (limit)" in capsys.readouterr().err
+
+
 def test_variant_label_falls_back_to_file_name(tmp_path: Path) -> None:
     b = TraceBuilder(devices=[A100])
     b.op("aten::add", 0, 10 * US)

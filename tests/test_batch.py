@@ -475,6 +475,16 @@ def test_dask_cluster_gives_the_same_summary(archive):
 # -- CLI and page -------------------------------------------------------------------------
 
 
+def test_size_limit_gives_error_rows_that_are_not_cached(archive, tmp_path):
+    out, traces = tmp_path / "out", [str(p) for p in archive["good"][:2]]
+    small = run_batch(traces, out_dir=out, jobs=1, max_bytes=1024)
+    assert (small.analysed, small.failed) == (2, 2)
+    assert small.summary["error"].str.contains("more than 1,024 bytes").all()
+    again = run_batch(traces, out_dir=out, jobs=1)  # the refusal was this run's limit, not the traces'
+    assert (again.analysed, again.cached, again.failed) == (2, 0, 0)
+    assert run_batch(traces, out_dir=out, jobs=1, max_bytes=1024).cached == 2  # good rows come from the cache
+
+
 def test_cli(archive, tmp_path):
     from tracekit.cli.main import cli, main
 
@@ -487,6 +497,9 @@ def test_cli(archive, tmp_path):
     assert res.stdout.startswith("tracekit batch: 2 traces (2 analysed, 0 cached, 1 failed)")
     assert len(res.stdout.splitlines()) == 1 and "\r" not in res.stderr  # no progress bar off a terminal
     assert (out / "summary.parquet").is_file() and (out / "index.html").is_file()
+    limited = CliRunner().invoke(cli, ["batch", str(archive["good"][0]), "-o", str(tmp_path / "o2"), "--jobs", "1",
+                                       "--max-bytes", "1K"])
+    assert limited.exit_code == 0 and "1 failed" in limited.stdout
     assert CliRunner().invoke(cli, ["batch", str(tmp_path), "-o", str(out), "--jobs", "0"]).exit_code == 2
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -254,6 +254,22 @@ def test_cli_bad_input_exits_2(files, capsys):
     assert main(["diff", str(files["a"]), str(broken)]) == 2
 
 
+def test_cli_cache_and_size_options(files, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    out = tmp_path / "d.json"
+    # the golden files are under the 1 MB default: --cache stores both, --no-cache nothing
+    assert main(["diff", str(files["a"]), str(files["slow"]), "--no-cache", "-o", str(out)]) == 0
+    assert not (tmp_path / "xdg").exists()
+    assert main(["diff", str(files["a"]), str(files["slow"]), "--cache", "-o", str(out)]) == 0
+    cache = tmp_path / "xdg" / "tracekit"
+    assert len([p for p in cache.iterdir() if p.name not in ("analyses", "templates")]) == 2
+    assert len(list((cache / "analyses").iterdir())) == 2
+    capsys.readouterr()
+    assert main(["diff", str(files["a"]), str(files["slow"]), "--no-cache", "--max-bytes", "1K", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more than 1,024 bytes (limit)" in err
+
+
 # -- property ----------------------------------------------------------------------------------
 
 

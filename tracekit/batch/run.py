@@ -66,12 +66,16 @@ def run_batch(
     group_ranks: bool = False,
     reports: bool = False,
     progress: Progress | None = None,
+    max_bytes: int | None = None,
 ) -> BatchResult:
     """Analyse every trace named by `sources` (paths, directories, globs, fsspec URLs).
 
     With `out_dir`, results are cached there by content hash (a rerun analyses only new
     bytes) and the tables, `index.html` and, with `reports`, one HTML report per trace are
     written there. `progress(done, total, row)` is called as each row is ready.
+    `max_bytes`: refuse a trace whose JSON (decompressed) is larger (default: the loader's,
+    `tracekit.loader.source.DEFAULT_MAX_BYTES`); such a trace becomes a row with its error,
+    which is not cached (a later run may allow more).
     """
     started = time.perf_counter()
     if reports and out_dir is None:
@@ -85,7 +89,8 @@ def run_batch(
         )
     store = Store(out_dir) if out_dir is not None else None
     runner = Runner(
-        store, reports=reports and report_builder_available(), progress=progress, total=len(items)
+        store, reports=reports and report_builder_available(), progress=progress, total=len(items),
+        max_bytes=max_bytes,
     )
     with open_executor(executor, jobs, tasks=len(items)) as (pool, limit):
         runner.run(items, pool, limit)
@@ -99,8 +104,10 @@ def run_batch(
 class Runner:
     """The state of one run: rows so far, and the jobs waiting on each content hash."""
 
-    def __init__(self, store: Store | None, *, reports: bool, progress: Progress | None, total: int) -> None:
+    def __init__(self, store: Store | None, *, reports: bool, progress: Progress | None, total: int,
+                 max_bytes: int | None = None) -> None:
         self.store, self.reports, self.progress, self.total = store, reports, progress, total
+        self.max_bytes = max_bytes
         self.fingerprint = fingerprint()
         self.summary: list[dict[str, Any]] = []
         self.classes: list[dict[str, Any]] = []
@@ -139,7 +146,7 @@ class Runner:
 
     def prepare(self, item: Item) -> Job | None:
         try:
-            return prepare(item, report=self.reports)
+            return prepare(item, report=self.reports, max_bytes=self.max_bytes)
         except TraceError as exc:
             row = {
                 "name": safe_name(item, None),

@@ -55,6 +55,7 @@ class Job:
     data: bytes | None = None
     group: bool = False
     report: bool = False
+    max_bytes: int | None = None  # the loader's decompressed-size limit (None: its default)
 
 
 def expand(sources: str | os.PathLike[str] | list, *, group_ranks: bool = False) -> list[Item]:
@@ -139,14 +140,15 @@ def rank_pattern(filename: str) -> str:
     return LAST_NUMBER.sub("*", stem, count=1) + dot + rest
 
 
-def prepare(item: Item, *, report: bool = False) -> Job:
+def prepare(item: Item, *, report: bool = False, max_bytes: int | None = None) -> Job:
     """Read and hash an item. Raises `TraceError` when it cannot be read."""
     if item.error:
         raise TraceError(item.error)
     if item.url:
         data = _read_url(item.url)
         digest = hashlib.sha256(data).hexdigest()
-        return Job(item.source, safe_name(item, digest), digest, len(data), data=data, report=report)
+        return Job(item.source, safe_name(item, digest), digest, len(data), data=data, report=report,
+                   max_bytes=max_bytes)
     hashes = [(_hash_file(p), p) for p in item.paths]
     if item.group:
         lines = sorted(f"{Path(p).name}\0{h}\n" for (h, _), p in hashes)
@@ -155,7 +157,8 @@ def prepare(item: Item, *, report: bool = False) -> Job:
         digest = hashes[0][0][0]
     size = sum(size for (_, size), _ in hashes)
     return Job(
-        item.source, safe_name(item, digest), digest, size, paths=item.paths, group=item.group, report=report
+        item.source, safe_name(item, digest), digest, size, paths=item.paths, group=item.group, report=report,
+        max_bytes=max_bytes,
     )
 
 
@@ -199,9 +202,10 @@ def load_job_trace(job: Job) -> Trace:
 
     `workers=0`: the batch already runs one job per core, so the loader forks no helper.
     """
+    limit = {} if job.max_bytes is None else {"max_bytes": job.max_bytes}
     if job.data is None:
-        return load(job.paths[0], workers=0)
-    return loads(job.data, path=job.source, workers=0)
+        return load(job.paths[0], workers=0, **limit)
+    return loads(job.data, path=job.source, workers=0, **limit)
 
 
 __all__ = ["Item", "Job", "expand", "prepare", "safe_name", "rank_pattern", "load_job_trace"]

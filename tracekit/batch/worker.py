@@ -21,7 +21,7 @@ from tracekit.batch import ranks as rk
 from tracekit.batch import rows
 from tracekit.batch.schema import BATCH_SCHEMA_VERSION
 from tracekit.batch.sources import Job, load_job_trace
-from tracekit.errors import TraceError
+from tracekit.errors import TraceError, TraceTooLargeError
 from tracekit.model import Trace
 
 # Optional analyses whose presence changes the rows (the report builder does not: not listed).
@@ -40,6 +40,8 @@ def run_job(job: Job) -> dict[str, Any]:
     try:
         entry = _group_entry(job) if job.group else _trace_entry(job)
         entry["cacheable"] = True
+    except TraceTooLargeError as exc:  # over this run's limit: another run may allow more
+        entry = error_entry(message(exc), cacheable=False)
     except TraceError as exc:
         entry = error_entry(message(exc), cacheable=True)
     except MemoryError:
@@ -75,7 +77,7 @@ def _trace_entry(job: Job) -> dict[str, Any]:
 def _group_entry(job: Job) -> dict[str, Any]:
     from tracekit.loader import load_ranks
 
-    traces = load_ranks(list(job.paths))
+    traces = load_ranks(list(job.paths), **({} if job.max_bytes is None else {"max_bytes": job.max_bytes}))
     values, rank_rows, classes, findings, kernels = [], [], [], [], []
     for rank in list(traces):
         a = analyse(traces.pop(rank))  # drop each rank's trace once analysed

@@ -8,13 +8,16 @@ from typing import Any
 
 import click
 
-from tracekit.cli.common import Loading, emit_json, json_opt, load_trace, table
+from tracekit.cli.common import Loading, cache_opt, emit_json, json_opt, load_trace, table
+from tracekit.cli.options import max_bytes_opt
 from tracekit.errors import UsageError
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 @json_opt
+@cache_opt
+@max_bytes_opt
 def attention(paths: tuple[str, ...], as_json: bool) -> None:
     """Attention per call: backend, kernels, GPU/CPU time, findings.
 

@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from tracekit.batch import run_batch
+from tracekit.cli.common import max_bytes
+from tracekit.cli.options import max_bytes_opt
 
 
 @click.command()
@@ -37,6 +39,7 @@ from tracekit.batch import run_batch
     is_flag=True,
     help="Analyse the rank files of one job (same folder, names differing in their last number) together.",
 )
+@max_bytes_opt
 def batch(
     sources: tuple[str, ...],
     out_dir: str,
@@ -60,6 +63,7 @@ def batch(
             group_ranks=group_ranks,
             reports=reports,
             progress=bar,
+            max_bytes=max_bytes(),
         )
     finally:
         if bar is not None:

@@ -8,7 +8,8 @@ import sys
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import analyse_trace, format_from, load_trace, write_output
+from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace, write_output
+from tracekit.cli.options import max_bytes_opt
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
@@ -41,6 +42,8 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
                    "step, or the median time of the annotation NAME (record_function range).")
 @click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the delta tables.")
 @click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
+@cache_opt
+@max_bytes_opt
 @progress_opt
 def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None, metric: str,
          top: int, no_redact: bool, progress: bool | None) -> None:

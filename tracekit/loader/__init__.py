@@ -215,12 +215,14 @@ def trace_files(source: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
-               cache: bool | None = None, cache_dir: str | os.PathLike[str] | None = None) -> dict[int, Trace]:
+               cache: bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, Trace]:
     """Load the traces of one distributed job, keyed by rank.
 
     The rank comes from the trace's `distributedInfo`; a file without it takes the last
     number in its file name (`rank-3.json.gz`, `worker3...`). Two files claiming one rank
-    raise `UsageError`: they are never merged silently.
+    raise `UsageError`: they are never merged silently. `cache`, `cache_dir`, `max_bytes`:
+    as for `load`, for each file.
     """
     if isinstance(sources, (str, os.PathLike)):
         paths = trace_files(sources)
@@ -231,7 +233,7 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     ranks: dict[int, Trace] = {}
     origin: dict[int, str] = {}
     for path in paths:
-        trace = load(path, cache=cache, cache_dir=cache_dir)
+        trace = load(path, cache=cache, cache_dir=cache_dir, max_bytes=max_bytes)
         rank = trace.meta.rank if trace.meta.rank is not None else _rank_from_name(path)
         if rank is None:
             raise UsageError(f"{path}: no rank in distributedInfo or in the file name")
