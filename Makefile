@@ -25,7 +25,7 @@ $(VENV)/.dev: $(VENV)/.base
 
 setup: $(VENV)/.base  ## create .venv and install tracekit (analysis only: no torch)
 
-setup-dev: $(VENV)/.dev  ## also install the test tools and the capture extra (torch CPU build, transformers)
+setup-dev: $(VENV)/.dev  ## also install the test tools and the capture extra (torch 2.13.0, transformers)
 
 demo: setup  ## the main job: analyse the shipped example trace and write an HTML report
 	$(BIN)/tracekit summary $(TRACE)

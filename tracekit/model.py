@@ -21,7 +21,7 @@ gpu          device activity: `kernel`, `gpu_memcpy`, `gpu_memset`, `cuda_sync`,
              `gpu_user_annotation`; `device` and `stream` are integers.
 flows        flow events (`s`, `t`, `f`), `cat` normalised (`ac2g`, `fwdbwd`, ...).
 counters     one row per counter series sample (`C` events).
-instants     instant events (`i`, `I`, `n`, `R`) other than memory samples.
+instants     instant events (`i`, `I`, `n`, `R`, `T`, `p`) other than memory samples.
 memory       `[memory]` instants: allocator samples.
 warnings     every problem met while loading: `level`, `code`, `count`, `message`, `first_eid`.
 """

@@ -3,8 +3,8 @@
 Every `cpu_op` slice is placed in its thread's op tree (`nesting.with_parents`); every
 GPU work event (kernel, memcpy, memset) is tied to the op that launched it
 (`links.gpu_links`: correlation -> launch call -> External id, else containment).
-From those two facts, per op instance and per op name (`docs/metrics-attribution.md`
-has the long form):
+From those two facts, per op instance and per op name (the long form: `docs/metrics.md`,
+"Attribution, launches, syncs and copies"):
 
 - CPU total: the op's wall time. Per name, an instance nested inside another instance
   of the same name (recursion) is not counted again.

@@ -13,7 +13,7 @@ which finds no launches on AMD or CUDA-graph traces):
 | memcpy | `(cuda|cu|hip)Memcpy*` (sync and async)                           |
 | memset | `(cuda|cu|hip)Memset*`                                            |
 
-Figures (`docs/metrics-attribution.md` has the long form):
+Figures (`docs/metrics.md`, "Attribution, launches, syncs and copies", has the long form):
 - API time: the call's own duration on the CPU thread.
 - latency: first GPU start of the call's work minus the call's end. Negative values are
   counted, never clipped. Work that starts inside the call (a blocking pageable copy, a

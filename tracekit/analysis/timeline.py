@@ -3,7 +3,7 @@
 Busy set: kernels, memcpys and memsets (`model.GPU_WORK_CATS`). `cuda_sync` records,
 `gpu_user_annotation` ranges and profiler `overhead` rows are never busy time.
 
-Window (DESIGN-NOTES §6 — the peers disagree on it, so it is stated with every figure):
+Window (other tools disagree on it, so it is stated with every figure):
 - default: per device, from the first start to the last end of that device's GPU work
   (the device span). Streams of a device are measured in the device's window.
 - with `windows` (from `windows.window_bounds`, e.g. every `ProfilerStep#N`): each

@@ -30,7 +30,7 @@ set_opt = click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE
 def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> None:
     """The critical path of a window: what it is made of, whose time it is, and what-ifs.
 
-    Verdict: gpu-bound, launch-bound, cpu-bound, sync-bound, idle or no-gpu (docs/findings.md).
+    Verdict: gpu-bound, launch-bound, cpu-bound, sync-bound, idle, no-gpu, or empty (a window of no length; docs/findings.md).
     """
     loading = Loading(trace)  # read while the analyses (and Polars) are imported
     from tracekit.analysis import whatif

@@ -19,8 +19,8 @@ def ops(trace: str, top: int, as_json: bool) -> None:
     """CPU ops by the GPU time they launched: calls, CPU total/self, inclusive/self GPU time.
 
     Inclusive GPU time counts the kernels and copies launched by the op and by the ops
-    below it; self GPU time only those it launched itself. docs/metrics-attribution.md
-    defines every column.
+    below it; self GPU time only those it launched itself. docs/metrics.md ("Attribution,
+    launches, syncs and copies") defines every column.
     """
     loading = Loading(trace)  # read while the analysis (and Polars) is imported
     from tracekit.analysis.attribution import attribute
