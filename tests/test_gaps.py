@@ -287,7 +287,7 @@ def test_real_trace(path, monkeypatch) -> None:
     monkeypatch.setattr("tracekit.cli.common.load_trace", lambda path, **_: trace)  # load once (the command's `Loading`)
     out = CliRunner().invoke(cli, ["summary", str(path), "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)  # (stderr says the truncated one was recovered)
     tl, bd, g = data["timeline"], data["breakdown"], data["gaps"]
     work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
     busy = {d["device"]: d["busy_ns"] for d in tl["devices"]}

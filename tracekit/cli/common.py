@@ -64,21 +64,48 @@ SHOW_READING_BYTES = 32 * 1024 * 1024  # on a terminal, files this big show how 
 
 
 def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None,
-               limit: int | None = None) -> Trace:
+               limit: int | None = None, warn: bool = True) -> Trace:
     """Load a trace for a command, through the cache unless `--no-cache` (or cache=False).
 
     The reading shows on `status`; without one, on a status line of its own when stderr is
-    a terminal and the file is big. `limit`: the size limit (default: `max_bytes()`)."""
+    a terminal and the file is big. `limit`: the size limit (default: `max_bytes()`).
+    `warn`: say on stderr when the file was broken and only partly read (`recovered_note`)."""
     cache = wants_cache(path, cache)
     own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
     try:
         progress = partial(status.reading, path) if status is not None and status.enabled else None
-        return load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress)
+        trace = load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress)
     finally:
         if own and status is not None:
             status.close()
+    if warn:
+        warn_if_recovered(trace, path, status)
+    return trace
+
+
+RECOVERY_CODES = ("truncated", "truncated_gzip")
+
+
+def recovered_note(trace: Trace, path: str) -> str | None:
+    """One line for a trace read from a broken file: what the loader recovered, so that no
+    figure of a partial trace passes for the whole run's (None for a whole file)."""
+    if not trace.meta.recovered:
+        return None
+    import polars as pl
+
+    said = trace.warnings.filter(pl.col("code").is_in(RECOVERY_CODES))["message"].to_list()
+    return f"tracekit: warning: {path}: {'; '.join(said) or 'the file is broken; what could be read was read'}"
+
+
+def warn_if_recovered(trace: Trace, path: str, status: Status | None = None) -> None:
+    note = recovered_note(trace, path)
+    if note is not None:
+        if status is not None:
+            status.note(note)
+        else:
+            click.echo(note, err=True)
 
 
 class Loading:
@@ -87,8 +114,9 @@ class Loading:
     options are read here, on the command's thread (click's context is per thread).
     `result()` waits, and raises what the load raised."""
 
-    def __init__(self, path: str, *, status: Status | None = None) -> None:
-        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes()}
+    def __init__(self, path: str, *, status: Status | None = None, warn: bool = True) -> None:
+        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes(), "warn": False}
+        self._path, self._status, self._warn = path, status, warn
         self._trace: Trace | None = None
         self._error: BaseException | None = None
         # a daemon: an interrupted command must not wait for the reading to end
@@ -104,10 +132,14 @@ class Loading:
             self._error = exc
 
     def result(self) -> Trace:
+        """The trace (said on stderr, once, if it was recovered from a broken file)."""
         self._thread.join()
         if self._error is not None:
             raise self._error
         assert self._trace is not None
+        if self._warn:
+            self._warn = False
+            warn_if_recovered(self._trace, self._path, self._status)
         return self._trace
 
 

@@ -9,7 +9,7 @@ import click
 
 from tracekit import format as fmt
 from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace, write_output
-from tracekit.cli.options import max_bytes_opt
+from tracekit.cli.options import Finite, max_bytes_opt
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
@@ -35,7 +35,7 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="Where to write the diff (default: stdout for md/json, diff.html for html).")
 @click.option("--format", "kind", type=click.Choice(FORMATS), default=None,
               help="html (default, or from the -o suffix), md (GitHub Markdown for a PR comment) or json.")
-@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=Finite(min=0), metavar="PCT",
               help="Exit with code 1 when AFTER is slower than BEFORE by more than PCT percent on the metric.")
 @click.option("--metric", default="step", show_default=True, callback=_metric, metavar="step|gpu-busy|window:NAME",
               help="The figure --fail-if-slower and the verdict use: median step time, median GPU busy time per "

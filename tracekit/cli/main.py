@@ -200,6 +200,9 @@ def _run(args: list[str]) -> int:
         return rc if isinstance(rc, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:  # `tracekit` alone: the help, as --help shows it
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
     except click.Abort:
         click.echo("tracekit: aborted", err=True)
         return 130

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
 
 from tracekit.format import parse_size
+
+
+class Finite(click.FloatRange):
+    """A float in range that is a number: `nan` and `inf` (which `float()` accepts) are
+    refused, as they would end in a crash or in JSON no parser reads."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return out
+
 
 MAX_BYTES_KEY = "tracekit.max_bytes"  # ctx.meta key set by a command's --max-bytes
 MAX_BYTES_HELP = ("Refuse a trace whose JSON (decompressed) is larger than SIZE, e.g. 512M or 2G "

@@ -59,6 +59,15 @@ class Status:
         if self.enabled:
             self._show(text, time.monotonic())
 
+    def note(self, text: str) -> None:
+        """A line of its own on the stream, whether the status is shown or not (on a terminal
+        it replaces the status line, which the next update draws again)."""
+        with self._lock:
+            clear = "\r\x1b[K" if self.drawn and self.terminal else ""
+            self.stream.write(f"{clear}{text}\n")
+            self.stream.flush()
+            self.drawn = False
+
     def close(self) -> None:
         """Clear the line (on a terminal), so the next output starts clean."""
         with self._lock:

@@ -18,15 +18,17 @@ FORMATS = ("html", "json", "md")
 @click.command()
 @trace_arg
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
-              help="Where to write the report (default: stdout for md/json, TRACE-NAME.html for html).")
+              help="Where to write the report (default: stdout for md/json; for html, NAME.report.html in this "
+                   "folder, NAME being the trace file's name without .json, .gz, .tmp or .pt.trace).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="html (default, or from the -o suffix), md (GitHub Markdown for a PR comment) or json.")
 @click.option("--zoom", metavar="WINDOW", help="Also draw the timeline of this window (e.g. ProfilerStep#3); "
               "default: the median profiler step.")
-@click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the top-N tables.")
+@click.option("--top", type=click.IntRange(1, 500), default=None,
+              help="Rows in the top-N tables (default: 30; in Markdown, 10, fewer if the comment would be too long).")
 @click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
 @progress_opt
-def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int, no_redact: bool,
+def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int | None, no_redact: bool,
            progress: bool | None) -> None:
     """Analyse TRACE and write a report: findings, timeline, GPU time, idle gaps and more.
 
@@ -39,11 +41,12 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         loading = Loading(trace, status=status)
         # imported while the trace is read (they are not needed before)
         import tracekit.analyse  # noqa: F401  (the analyses, run below)
-        from tracekit.report.build import Builder, ReportOptions
+        from tracekit.report.build import Builder, ReportOptions, check_zoom
 
-        render = _renderer(kind)
-        options = ReportOptions(redact=not no_redact, top=top, zoom=zoom)
+        render = _renderer(kind, top)
+        options = ReportOptions(redact=not no_redact, top=top or DEFAULT_TOP, zoom=zoom)
         loaded = loading.result()
+        check_zoom(loaded, zoom)
         with Builder(options) as builder:  # (its timelines are drawn while the findings run)
             analysis = analyse_trace(loaded, trace, options=options.analysis, status=status,
                                      before_findings=builder.start)
@@ -61,7 +64,11 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     click.echo(f"wrote {path}", err=True)
 
 
-def _renderer(kind: str) -> Callable[[Any], str]:
+DEFAULT_TOP = 30  # rows of the top-N tables
+MD_ROWS = 10  # ... in a Markdown report (a pull-request comment) unless --top says otherwise
+
+
+def _renderer(kind: str, top: int | None = None) -> Callable[[Any], str]:
     if kind == "html":
         from tracekit.render.html import render_html
 
@@ -69,7 +76,7 @@ def _renderer(kind: str) -> Callable[[Any], str]:
     if kind == "md":
         from tracekit.render.markdown import render_markdown
 
-        return partial(render_markdown, tables=("kernels", "ops", "gaps", "attention-calls"))
+        return partial(render_markdown, tables=("kernels", "ops", "gaps", "attention-calls"), rows=top or MD_ROWS)
     from tracekit.render.json import render_json
 
     return render_json

@@ -9,6 +9,7 @@ import click
 
 from tracekit import format as fmt
 from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg, write_output
+from tracekit.cli.options import Finite
 
 if TYPE_CHECKING:
     from tracekit.analysis.roofline import RooflineResult
@@ -20,9 +21,9 @@ ROW_COLUMNS = ["name", "input_dims", "compute_dtype", "causal", "calls", "gpu_ns
 
 @click.command()
 @trace_arg
-@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True),
+@click.option("--peak-tflops", type=Finite(min=0, min_open=True),
               help="Compute ceiling in TFLOP/s for every dtype (overrides the device table).")
-@click.option("--peak-gbps", type=click.FloatRange(min=0, min_open=True),
+@click.option("--peak-gbps", type=Finite(min=0, min_open=True),
               help="Memory bandwidth ceiling in GB/s (overrides the device table).")
 @click.option("--ceilings", "ceilings_file", type=click.Path(dir_okay=False, exists=True),
               help="TOML/JSON file with peak_tflops (number or dtype table) and peak_gbps.")

@@ -14,13 +14,14 @@ import click
 from tracekit import format as fmt
 from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
 from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
+from tracekit.cli.options import Finite
 from tracekit.errors import UsageError
 
 
 @click.command()
 @trace_arg
 @json_opt
-@click.option("--top", default=10, show_default=True, help="Rows in the kernel and op tables.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the kernel and op tables.")
 def summary(trace: str, as_json: bool, top: int) -> None:
     """Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels
     and ops, steps. Windows: each device from its first to its last GPU activity."""
@@ -50,16 +51,15 @@ def summary(trace: str, as_json: bool, top: int) -> None:
 
 @click.command()
 @trace_arg
-@click.option("--min-gap-us", type=float, default=DEFAULT_MIN_GAP_NS / 1000, show_default=True,
+@click.option("--min-gap-us", type=Finite(min=0), default=DEFAULT_MIN_GAP_NS / 1000, show_default=True,
               help="Gaps shorter than this (µs) go to the 'short' bucket.")
 @click.option("--window", "window", default=None, metavar="NAME",
               help="Analyse inside each annotation matching NAME (exact, kind like ProfilerStep, or regex).")
-@click.option("--limit", default=20, show_default=True, help="How many of the longest gaps to list.")
+@click.option("--limit", "--top", "limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many of the longest gaps to list.")
 @json_opt
 def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json: bool) -> None:
     """Idle gaps per device and stream, each with a cause and the CPU op to blame."""
-    if min_gap_us < 0:
-        raise UsageError("--min-gap-us must be >= 0")
     loading = Loading(trace)
     from tracekit.analysis.gaps import gaps as find_gaps
     from tracekit.analysis.windows import window_bounds

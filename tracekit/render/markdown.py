@@ -27,6 +27,9 @@ def code(text: object, limit: int = 120) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+WARNINGS = 5  # loader warnings listed in a comment
+
+
 def table(t: Table, rows: int) -> list[str]:
     head = "| " + " | ".join(md(c.label) for c in t.columns) + " |"
     rule = "|" + "|".join("---:" if c.numeric else "---" for c in t.columns) + "|"
@@ -45,6 +48,10 @@ def table(t: Table, rows: int) -> list[str]:
 def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int = 10, findings: int = 10) -> str:
     lines = [f"### {md(report.title)}", "", md(report.subtitle), "", f"**{md(report.verdict)}**", ""]
     lines += ["| | |", "|---|---|"] + [f"| {md(k)} | {md(v)} |" for k, v in report.facts] + [""]
+    if report.warnings:  # a partial or repaired trace says so here too, not only in the HTML
+        lines += ["**What the loader noticed**", ""] + [f"- {md(w)}" for w in report.warnings[:WARNINGS]]
+        more = len(report.warnings) - WARNINGS
+        lines += [f"- _and {more} more (the HTML report lists them all)_"] * (more > 0) + [""]
     if report.cards:
         lines.append("| " + " | ".join(md(c.label) for c in report.cards) + " |")
         lines.append("|" + "|".join("---" for _ in report.cards) + "|")

@@ -14,6 +14,7 @@ from tracekit import __version__
 from tracekit import format as fmt
 from tracekit.analyse import Analysis, AnalysisOptions, analyse, large, workers_for
 from tracekit.analysis.gaps import CAUSE_LABELS
+from tracekit.errors import UsageError
 from tracekit.model import ENGINE, Trace
 from tracekit.report import extras, sections
 from tracekit.report.lanes import cpu_lanes, gpu_lanes
@@ -280,14 +281,27 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
                           legend=legend, window=f"{fmt.ns(t1 - t0)} from {fmt.ns(0)}")
 
 
+def zoom_rows(annotations: pl.DataFrame, wanted: str) -> pl.DataFrame:
+    """The annotations `--zoom` names: the exact name, else those whose name contains it."""
+    match = annotations.filter(pl.col("name") == wanted)
+    return match if not match.is_empty() else annotations.filter(pl.col("name").str.contains(wanted, literal=True))
+
+
+def check_zoom(trace: Trace, wanted: str | None) -> None:
+    """Raise `UsageError` when `wanted` names no annotation of the trace (before any analysis)."""
+    from tracekit.analysis.windows import annotations
+
+    if wanted and zoom_rows(annotations(trace).select("name"), wanted).is_empty():
+        raise UsageError(f"no annotation matches --zoom {wanted!r} (names of record_function ranges or "
+                         "ProfilerStep#N; 'tracekit info' lists the steps)")
+
+
 def _zoom_window(a: Analysis, wanted: str | None) -> tuple[str, int, int] | None:
     inst = a.windows.instances
     if inst.is_empty():
         return None
     if wanted:
-        match = inst.filter(pl.col("name") == wanted)
-        if match.is_empty():
-            match = inst.filter(pl.col("name").str.contains(wanted, literal=True))
+        match = zoom_rows(inst, wanted)
     else:
         steps = inst.filter(pl.col("kind") == "ProfilerStep").sort("cpu_ns")
         if steps.height < 2:

@@ -1,0 +1,94 @@
+"""What the commands refuse, and what they say besides their output: numbers that are not
+numbers, a zoom window that does not exist, an output folder that does not exist, a trace
+read from a broken file; the bare command; the Markdown report's rows and warnings."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from report_fixtures import decode_trace
+
+from tracekit.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return decode_trace(3).write(tmp_path_factory.mktemp("checks") / "t.json.gz")
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory, trace):
+    """The same trace cut in the middle of its gzip stream: read in part, with warnings."""
+    data = gzip.compress(gzip.decompress(trace.read_bytes()))
+    path = tmp_path_factory.mktemp("broken") / "cut.json.gz"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return path
+
+
+@pytest.mark.parametrize("args", [
+    ["gaps", "{t}", "--min-gap-us", "nan"], ["gaps", "{t}", "--min-gap-us", "inf"],
+    ["gaps", "{t}", "--min-gap-us", "-1"], ["gaps", "{t}", "--limit", "-2"], ["summary", "{t}", "--top", "0"],
+    ["roofline", "{t}", "--peak-tflops", "inf", "--json"], ["roofline", "{t}", "--peak-gbps", "nan"],
+    ["diff", "{t}", "{t}", "--fail-if-slower", "nan"],
+])
+def test_numbers_that_are_not_finite_or_in_range_are_usage_errors(trace, args, capsys):
+    assert main([a.format(t=trace) for a in args] + ["--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracekit: error: Invalid value for") and err.count("\n") == 1
+
+
+def test_gaps_takes_top_as_well_as_limit(trace, capsys):
+    assert main(["gaps", str(trace), "--top", "1", "--json", "--no-cache"]) == 0
+    import json
+
+    assert len(json.loads(capsys.readouterr().out)["longest"]) == 1
+
+
+def test_the_bare_command_prints_its_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("Usage: tracekit [OPTIONS] COMMAND") and "Commands:" in out.out and out.err == ""
+
+
+def test_annotate_into_a_missing_folder_is_an_output_error(trace, tmp_path, capsys):
+    assert main(["annotate", str(trace), "-o", str(tmp_path / "nowhere" / "a.json"), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tracekit: error: cannot write {tmp_path / 'nowhere' / 'a.json'}: No such file or directory\n"
+
+
+def test_report_zoom_on_no_annotation_is_refused_before_the_analysis(trace, tmp_path, capsys, monkeypatch):
+    import tracekit.analyse
+
+    monkeypatch.setattr(tracekit.analyse, "analyse", lambda *a, **k: pytest.fail("analysed anyway"))
+    assert main(["report", str(trace), "--zoom", "nosuch", "-o", str(tmp_path / "r.html"), "--no-cache"]) == 2
+    assert "no annotation matches --zoom 'nosuch'" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_markdown_rows_follow_top(trace, capsys):
+    def shown(*extra: str) -> set[str]:
+        assert main(["report", str(trace), "--format", "md", "--no-cache", *extra]) == 0
+        return {line for line in capsys.readouterr().out.splitlines() if line.startswith("_") and " of " in line}
+
+    assert shown("--top", "1")  # each table cut to one row says so
+    assert all(line.startswith("_1 of ") for line in shown("--top", "1"))
+    assert not any(line.startswith("_1 of ") for line in shown())  # default: 10 rows
+
+
+def test_a_recovered_trace_says_so_on_every_command_and_in_the_markdown_report(broken, capsys):
+    for command in (["summary"], ["kernels"], ["gaps"], ["findings"], ["critical-path"]):
+        assert main([*command, str(broken), "--no-cache"]) == 0
+        err = capsys.readouterr().err
+        assert err.startswith(f"tracekit: warning: {broken}: the event array is truncated") and err.count("\n") == 1
+    assert main(["report", str(broken), "--format", "md", "--no-cache"]) == 0
+    out = capsys.readouterr()
+    assert "**What the loader noticed**" in out.out and "- \\[warning\\] the event array is truncated" in out.out
+    assert out.err.startswith("tracekit: warning:")
+    assert main(["info", str(broken), "--no-cache"]) == 0  # info lists the warnings itself
+    assert "tracekit: warning" not in capsys.readouterr().err
+
+
+def test_a_whole_trace_gets_no_warning(trace, capsys):
+    assert main(["summary", str(trace), "--no-cache"]) == 0
+    assert capsys.readouterr().err == ""
