@@ -92,3 +92,42 @@ def test_a_recovered_trace_says_so_on_every_command_and_in_the_markdown_report(b
 def test_a_whole_trace_gets_no_warning(trace, capsys):
     assert main(["summary", str(trace), "--no-cache"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_finding_thresholds_must_be_numbers_not_below_zero(trace, capsys):
+    for value in ("-5", "nan", "1e400"):
+        assert main(["findings", str(trace), "--set", f"gpu_gaps.min_gap_ns={value}", "--no-cache"]) == 2
+        assert "gpu_gaps.min_gap_ns:" in capsys.readouterr().err
+    assert main(["findings", str(trace), "--set", "gpu_gaps.min_gap_ns=5e6", "--no-cache"]) == 0
+
+
+def test_an_instance_index_needs_a_window(trace, capsys):
+    assert main(["critical-path", str(trace), "--index", "1", "--no-cache"]) == 2
+    assert "an instance index needs a window" in capsys.readouterr().err
+    assert main(["critical-path", str(trace), "--window", "ProfilerStep", "--index", "1", "--no-cache"]) == 0
+
+
+def test_batch_of_sources_that_do_not_exist_is_a_usage_error(trace, tmp_path, capsys):
+    assert main(["batch", str(tmp_path / "nothing"), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 2
+    assert capsys.readouterr().err == f"tracekit: error: no trace files found: {tmp_path / 'nothing'} does not exist\n"
+    # one missing among real ones: a row with its error, and the batch goes on
+    assert main(["batch", str(tmp_path / "nothing"), str(trace), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    assert "(1 analysed, 0 cached, 1 failed)" in capsys.readouterr().out
+
+
+def test_commands_on_a_trace_without_gpu_work_say_so(tmp_path, capsys):
+    from builders import TraceBuilder
+
+    b = TraceBuilder()
+    b.op("aten::mm", 0, 1_000, tid=1)
+    b.runtime("cudaMalloc", 100, 50, tid=2)  # a thread with runtime calls only
+    b.raw({"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": 1000, "tid": 3, "ts": 0, "dur": 1})
+    path = b.write(tmp_path / "cpu.json.gz")
+    assert main(["kernels", str(path), "--no-cache"]) == 0
+    assert capsys.readouterr().out == "no GPU kernels in this trace\n"
+    assert main(["gaps", str(path), "--no-cache"]) == 0
+    assert "idle by cause\n  none: no GPU activity in this trace" in capsys.readouterr().out
+    assert main(["info", str(path), "--json", "--no-cache"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["threads"] == 2  # the op's and the call's, not the profiler's

@@ -85,7 +85,11 @@ def _streams(trace: Trace) -> list[dict[str, Any]]:
 
 
 def _threads(trace: Trace) -> int:
-    cpu = trace.ops.filter(pl.col("cat").is_in(["cpu_op", "user_annotation", "python_function"]))
+    """Threads with CPU work: any CPU slice (ops, annotations, Python frames, a generic
+    trace's own categories) or runtime call; not the profiler's own rows."""
+    profiler = pl.col("cat").is_in(["gpu_user_annotation", "trace", "overhead"])
+    cpu = pl.concat([trace.ops.filter(~profiler).select("pid", "tid"),
+                     trace.runtime.select("pid", "tid")])
     return cpu.select(pl.struct("pid", "tid").n_unique()).item() if cpu.height else 0
 
 

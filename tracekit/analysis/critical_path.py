@@ -99,6 +99,8 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
     expression): instance `index` (0-based, negative from the end), or all of them from the
     first start to the last end."""
     if window is None or window == "all":
+        if index is not None:
+            raise UsageError("an instance index needs a window: name one (e.g. --window ProfilerStep), not all")
         return "whole trace", None, None
     bounds = window_bounds(trace, window)
     if bounds.is_empty():

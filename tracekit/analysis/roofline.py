@@ -309,9 +309,12 @@ def _gemm_mkn(row: dict) -> tuple[int, int, int, int] | None:
 def _gemm_causes(row: dict) -> list[str]:
     kernel, causes = (row["top_kernel"] or "").lower(), []
     fp32_kernel = "sgemm" in kernel or "simt" in kernel or row["kernel_tensor_cores"] is False
-    if row["compute_dtype"] == "fp32" or fp32_kernel:
-        causes.append("FP32 GEMM (fp32 inputs, sgemm/simt kernel): autocast to bf16/fp16 for the tensor "
+    if fp32_kernel:
+        causes.append("FP32 GEMM on CUDA cores (sgemm/simt kernel): autocast to bf16/fp16 for the tensor "
                       "cores, or allow TF32 on Ampere+ (torch.backends.cuda.matmul.allow_tf32 = True)")
+    elif row["compute_dtype"] == "fp32":  # on the tensor/matrix cores already (TF32, AMD's fp32 MFMA)
+        causes.append("FP32 GEMM (fp32 inputs, on the tensor/matrix cores): autocast to bf16/fp16, which "
+                      "those cores run several times faster")
     mkn = _gemm_mkn(row)
     if mkn is not None:
         _, m, k, n = mkn

@@ -83,6 +83,10 @@ def run_batch(
     if jobs is not None and jobs < 1:
         raise UsageError("jobs must be at least 1")
     items = expand(sources, group_ranks=group_ranks)
+    if items and all(i.paths and not i.url and not os.path.lexists(i.paths[0]) for i in items):
+        missing = ", ".join(i.source for i in items[:3]) + (", ..." if len(items) > 3 else "")
+        raise UsageError(f"no trace files found: {missing} does not exist" if len(items) == 1
+                         else f"no trace files found: none of {missing} exists")
     if not items:
         raise UsageError(
             f"no trace files found in {sources if isinstance(sources, (str, os.PathLike)) else list(sources)}"

@@ -50,7 +50,8 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
 
     given = {"peak_tflops": peak_tflops, "peak_gbps": peak_gbps}
     options.update({k: v for k, v in given.items() if v is not None})
-    result = analyse(loading.result(), **options)
+    loaded = loading.result()
+    result = analyse(loaded, **options)
     findings = roofline_findings(result)
     if svg_file:
         svg = roofline_svg(result, title=f"Roofline: {Path(trace).name}")
@@ -58,7 +59,8 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
     if as_json:
         emit_json(_json(trace, result, findings, top))
         return
-    click.echo(_text(result, findings, top))
+    active = set(loaded.gpu_work["device"].drop_nulls().unique().to_list())
+    click.echo(_text(result, findings, top, active))
 
 
 def _json(trace: str, r: RooflineResult, findings: list[dict], top: int) -> dict[str, Any]:
@@ -76,11 +78,17 @@ def _rate(v: float | None, digits: int = 3) -> str:
     return "–" if v is None else f"{v:.{digits}g}"
 
 
-def _text(r: RooflineResult, findings: list[dict], top: int) -> str:
+def _text(r: RooflineResult, findings: list[dict], top: int, active: set[int] | None = None) -> str:
+    """`active`: the devices with GPU work; only those are listed when there are any (the
+    device properties name every GPU of the machine, not only the ones the trace used)."""
+    known = r.devices.to_dicts()
+    used = [d for d in known if active and d["device"] in active] or known
     devices = [f"{d['device']}: {d['product'] or 'unknown'} ({d['device_name'] or 'unnamed'}), bf16 "
                f"{_rate(d['bf16'], 4)} / fp32 {_rate(d['fp32'], 4)} TFLOP/s, "
                f"HBM {_rate(d['hbm_gbps'], 4)} GB/s"
-               for d in r.devices.to_dicts()]
+               for d in used]
+    if len(used) < len(known):
+        devices.append(f"({fmt.counted(len(known) - len(used), 'other device')} in the trace, with no GPU work)")
     lines = ["devices     " + ("\n            ".join(devices) or "none"),
              f"GPU time    {fmt.ns(r.gpu_ns)}; under ops with known work {fmt.ns(r.covered_ns)} "
              f"({fmt.pct(r.coverage)}); tied to no op {fmt.ns(r.unlinked_ns)}",

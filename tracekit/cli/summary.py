@@ -69,7 +69,8 @@ def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json:
     if bounds is not None and bounds.is_empty():
         raise UsageError(f"no annotation matches --window {window!r}")
     result = find_gaps(t, min_gap_ns=round(min_gap_us * 1000), windows=bounds)
-    data = {"file": t.meta.path, "window": window or "device span", **result.to_dict(limit=limit)}
+    data = {"file": t.meta.path, "window": window or "device span", "gpu_activities": t.gpu_work.height,
+            **result.to_dict(limit=limit)}
     if as_json:
         emit_json(data)
         return
@@ -121,7 +122,8 @@ def render_summary(d: dict[str, Any]) -> str:
 def render_gaps(d: dict[str, Any]) -> str:
     lines = [f"file        {d['file']}", f"window      {d['window']}",
              f"idle        {fmt.ns(d['idle_ns'])} (device gaps; under {fmt.ns(d['min_gap_ns'])} = short)", "",
-             "idle by cause", _indent(_cause_table(d))]
+             "idle by cause",
+             _indent(_cause_table(d) if d.get("gpu_activities", 1) else "none: no GPU activity in this trace")]
     if d["longest"]:
         rows = [[g["device"], "+" + fmt.ns(g["offset_ns"]), fmt.ns(g["gap_ns"]), g["cause"],
                  clip(g["blame_op"] or "(outside ops)", 34), clip(g["annotation"], 30),
@@ -178,7 +180,7 @@ def _steps_text(steps: dict[str, Any]) -> list[str]:
         return []
     rows = [[s["name"], fmt.ns(s["cpu_ns"]), fmt.ns(s["gpu_ns"]), fmt.ns(s["gpu_busy_ns"]),
              fmt.count(s["kernels"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
-    headers = ["step", "CPU", "GPU span", "GPU busy", "kernels", ""]
+    headers = ["step", "CPU", "GPU span", "GPU busy", "kernels", "note"]
     return ["", "steps (GPU: the work launched inside the step)",
             _indent(table(headers, rows, right=(1, 2, 3, 4)))]
 

@@ -34,6 +34,9 @@ def ops(trace: str, top: int, as_json: bool) -> None:
         return
     click.echo(f"GPU work: {fmt.count(a.gpu_events)} events, {fmt.ns(a.gpu_total_ns)} summed; "
                f"not tied to any op: {fmt.count(a.unlinked_events)} ({fmt.ns(a.unlinked_ns)})\n")
+    if rows.is_empty():
+        click.echo("no CPU ops (cpu_op events) in this trace")
+        return
     body = [[clip(r["name"], 50), fmt.count(r["calls"]), fmt.ns(r["cpu_total_ns"]), fmt.ns(r["cpu_self_ns"]),
              fmt.ns(r["gpu_incl_ns"]), fmt.ns(r["gpu_self_ns"]), fmt.pct(r["gpu_share"]),
              f"{r['kernels_per_call']:.2f}"] for r in rows.iter_rows(named=True)]
@@ -53,6 +56,9 @@ def kernels(trace: str, top: int, as_json: bool) -> None:
     rows = kernel_table(loading.result().gpu).head(top)
     if as_json:
         emit_json({"file": trace, "kernels": rows.to_dicts()})
+        return
+    if rows.is_empty():
+        click.echo("no GPU kernels in this trace")
         return
     body = [[clip(r["name"], 60), r["kernel_class"], fmt.count(r["count"]), fmt.ns(r["total_ns"]),
              fmt.ns(r["mean_ns"]), fmt.pct(r["share"])] for r in rows.iter_rows(named=True)]

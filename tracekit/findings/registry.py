@@ -22,6 +22,7 @@ module there is imported by the package) or anywhere else that is imported befor
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,13 +155,15 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
                     raise ValueError(value)
                 return value.lower() in ("true", "1", "yes", "on")
             return bool(value)
-        if isinstance(default, int):
+        if isinstance(default, (int, float)):  # every threshold is a size, a time or a share: >= 0
             number = float(value)
-            if number != int(number):
-                raise ValueError(value)
-            return int(number)
-        if isinstance(default, float):
-            return float(value)
+            if not math.isfinite(number) or number < 0:
+                raise UsageError(f"{key}: {value!r} is not a number >= 0")
+            if isinstance(default, int):
+                if number != int(number):
+                    raise ValueError(value)
+                return int(number)
+            return number
         if isinstance(default, (list, tuple)):
             return type(default)(value if isinstance(value, (list, tuple)) else str(value).split(","))
         return str(value)

@@ -29,7 +29,8 @@ def _device_gaps(ctx: Context) -> pl.DataFrame:
       advice="Find what the GPU waits for (the `gpu_gaps`, `launch_bound` and `sync_in_loop` findings, "
              "`tracekit gaps`): larger batches, fewer host syncs, CUDA graphs or torch.compile for "
              "launch-bound loops, and overlapping data loading with compute.",
-      nothing_found="The GPU is busy at least {max_utilisation:.0%} of the window.", max_utilisation=0.5)
+      nothing_found="The GPU is busy at least {max_utilisation:.0%} of the window, or the trace has no GPU work.",
+      max_utilisation=0.5)
 def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
     tl = ctx.step_timeline
     if ctx.trace.gpu_work.is_empty() or tl.utilisation is None or tl.utilisation >= p.max_utilisation:
@@ -152,7 +153,8 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
 @rule(id="fp32_gemm", severity="medium", title="GEMM/conv kernels run in FP32 on CUDA cores",
       advice="Use bf16/fp16 (torch.autocast) or at least TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
              "torch.set_float32_matmul_precision('high')) so these run on tensor cores.",
-      nothing_found="No FP32 (non-tensor-core) GEMM or conv kernel where tensor cores are available.",
+      nothing_found="No FP32 (non-tensor-core) GEMM or conv kernels where tensor cores are available, or they "
+                    "take under {min_share:.0%} of the window.",
       expected_speedup=4.0, min_share=0.01)
 def fp32_gemm(ctx: Context, p: Params) -> Hit | None:
     simt = (pl.col("kernel_class").is_in(["gemm", "conv"]) & (pl.col("tensor_cores") == False)
