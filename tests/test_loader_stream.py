@@ -475,3 +475,13 @@ def test_recovery_message_in_the_number_of_its_counts():
     [message] = [r["message"] for r in trace.warnings.iter_rows(named=True) if r["code"] == "truncated"]
     assert message == (f"the event array is truncated at byte {end + 1}: recovered 1 complete event (the first "
                        f"{end} bytes); 1 byte after the last complete event was ignored")
+
+
+@pytest.mark.parametrize("tail", ['"ts": 2.', '"ts": 2e', '"ts": -', '"ts": 2', '"na'])
+def test_a_file_cut_inside_a_value_is_truncated_not_malformed(tail):
+    event = {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    whole = json.dumps({"traceEvents": [event]})
+    cut = whole[: whole.index("]")] + ', {"ph": "X", ' + tail  # the second event cut inside a value
+    trace = loads(cut.encode())
+    [message] = [r["message"] for r in trace.warnings.iter_rows(named=True) if r["code"] == "truncated"]
+    assert message.startswith(f"the event array is truncated at byte {len(cut)}: recovered 1 complete event")

@@ -399,7 +399,9 @@ def _recover(body: bytes, error: str, final: Final, prev_end: int | None, path: 
     """Keep every complete event before the point where the JSON breaks."""
     base = final.start - 1  # body[0] is the "[" put before final.text
     bad_at = error_offset(error, len(body))
-    kind = "truncated" if "truncated" in error else "malformed"
+    # the text ended early, or broke at its very end (a number cut after its "." or "e",
+    # which the decoder calls malformed): truncated, not malformed
+    kind = "truncated" if "truncated" in error or bad_at >= len(body) else "malformed"
     cut = bad_at
     for _ in range(64):
         cut = body.rfind(b"}", 0, cut)
