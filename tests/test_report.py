@@ -248,3 +248,22 @@ def test_before_findings_sees_every_analysis_but_the_findings(tmp_path):
     analyse(trace, cache=True, cache_dir=tmp_path / "c")
     hit = analyse(trace, cache=True, cache_dir=tmp_path / "c", before_findings=cached.append)
     assert cached == [] and hit.findings is not None  # a cache hit has its findings already
+
+
+def test_real_qwen_roofline_table_and_critical_path_legend():
+    """The roofline table has every column it names, most time left first; the path's bar
+    gives each class its own colour, and its table says classes in words."""
+    trace = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
+    r = build_report(trace)
+    roof = next(t for s in r.sections for t in s.tables if t.id == "roofline")
+    labels = [c.label for c in roof.columns]
+    assert labels == ["op", "shapes", "dtype", "calls", "GPU time", "achieved", "bandwidth", "FLOP/byte", "bound",
+                      "of ceiling", "time left"]
+    left = [float(row[-1].value) for row in roof.rows if row[-1].value is not None]
+    assert len(left) == len(roof.rows) > 5 and left == sorted(left, reverse=True)
+    path = next(s for s in r.sections if s.id == "critical-path")
+    bars = path.charts[0].bars
+    assert len({b.css_class for b in bars}) == len(bars) >= 5
+    ctx = next(t for t in path.tables if t.id == "path-context")
+    assert {row[1].text for row in ctx.rows} <= {"GPU compute", "GPU memory", "communication", "launch overhead",
+                                                 "CPU compute", "Python overhead", "sync wait", "idle"}

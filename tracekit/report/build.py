@@ -275,8 +275,7 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
     bands = steps.select("name", pl.col("ts_ns").alias("start_ns"), "end_ns").unique("start_ns", keep="first").sort("start_ns")
     legend = [(f"c-{k}", v) for k, v in GPU_CLASSES.items()] + [(f"c-{k}", v) for k, v in CPU_CLASSES.items()] \
         + [(f"c-gap-{k}", f"idle: {v}") for k, v in CAUSE_LABELS.items()] \
-        + [("c-cp-gpu", "path: GPU work"), ("c-cp-cpu", "path: CPU work"), ("c-cp-launch", "path: launch overhead"),
-           ("c-cp-sync", "path: sync wait"), ("c-cp-idle", "path: idle")]
+        + [(f"c-{css}", f"path: {label}") for label, css in extras.PATH_CLASSES.values()]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,
                           legend=legend, window=f"{fmt.ns(t1 - t0)} from {fmt.ns(0)}")
 

@@ -13,10 +13,10 @@ from tracekit.model import ENGINE
 from tracekit.report.model import Bar, BarChart, Cell, Column, Section, Table
 from tracekit.report.tables import frame_table
 
-PATH_CLASSES = {
-    "gpu_compute": ("GPU compute", "cp-gpu"), "gpu_memory": ("GPU memory", "cp-gpu"),
-    "communication": ("communication", "cp-gpu"), "launch_overhead": ("launch overhead", "cp-launch"),
-    "cpu_compute": ("CPU compute", "cp-cpu"), "python_overhead": ("Python overhead", "cp-cpu"),
+PATH_CLASSES = {  # a colour each: the path's bar stacks them side by side
+    "gpu_compute": ("GPU compute", "cp-gpu"), "gpu_memory": ("GPU memory", "cp-gpu-memory"),
+    "communication": ("communication", "cp-comm"), "launch_overhead": ("launch overhead", "cp-launch"),
+    "cpu_compute": ("CPU compute", "cp-cpu"), "python_overhead": ("Python overhead", "cp-python"),
     "sync_wait": ("sync wait", "cp-sync"), "idle": ("idle", "cp-idle"),
 }
 
@@ -76,7 +76,8 @@ def critical_path_section(a: Analysis) -> Section | None:
     chart = BarChart(id="critical-path", title=f"Critical path of {cp.window}", bars=bars, stacked=True)
     # host time in no op, module or annotation (a trace without ProfilerStep ranges) has no context
     # (by_context comes longest first, ties by class and name)
-    ctx = cp.by_context.head(20).with_columns(pl.col("context").fill_null("(outside any op)"))
+    ctx = cp.by_context.head(20).with_columns(pl.col("context").fill_null("(outside any op)"),
+                                              pl.col("cls").replace({k: v[0] for k, v in PATH_CLASSES.items()}))
     table = frame_table("path-context", "Who the critical path belongs to", ctx, [
         ("context", "op / kernel", "text"), ("cls", "class", "label"), ("ns", "time on the path", "ns"), ("share", "share", "pct")])
     paras = [cp.sentence]
@@ -95,7 +96,7 @@ def critical_path_section(a: Analysis) -> Section | None:
         tables = [table]
     return Section(id="critical-path", title="Critical path", paragraphs=paras, charts=[chart], tables=tables,
                    intro="The longest chain of dependent work (CPU ops, launches, kernels, syncs) through the window: "
-                         "shortening anything off this path does not make the window shorter.")
+                         "only shortening work on this path makes the window shorter; work off it has slack.")
 
 
 def attention_section(a: Analysis, *, top: int) -> Section | None:
@@ -139,14 +140,20 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
         return None
     from tracekit.render.roofline_svg import roofline_svg
 
-    ops = rf.ops.sort("lost_ns", descending=True, nulls_last=True) if "lost_ns" in rf.ops.columns else rf.ops
-    cols = [c for c in [("name", "op", "text"), ("calls", "calls", "count"), ("gpu_ns", "GPU time", "ns"),
-                        ("tflops", "achieved", "tflops"), ("gbps", "bandwidth", "gbps"), ("intensity", "FLOP/byte", "float1"),
-                        ("bound", "bound", "label"), ("efficiency", "of ceiling", "pct"), ("lost_ns", "time left", "ns")]
-            if c[0] in ops.columns]
+    # the most time left on the table first (ties: the most GPU time, then the name), as the CLI lists them
+    ops = rf.ops.sort(["time_lost_ns", "gpu_ns", "name"], descending=[True, True, False], nulls_last=True)
+    cols = [("name", "op", "text"), ("input_dims", "shapes", "text"), ("compute_dtype", "dtype", "label"),
+            ("calls", "calls", "count"), ("gpu_ns", "GPU time", "ns"), ("achieved_tflops", "achieved", "tflops"),
+            ("achieved_gbps", "bandwidth", "gbps"), ("intensity", "FLOP/byte", "float1"), ("bound", "bound", "label"),
+            ("efficiency", "of ceiling", "pct"), ("time_lost_ns", "time left", "ns")]
     table = frame_table("roofline", "Ops against the device's ceilings", ops, cols, limit=top)
     paras = [f"Overall efficiency {fmt.pct(getattr(rf, 'efficiency', None))}; time left on the table "
              f"{fmt.ns(getattr(rf, 'time_lost_ns', None))} (work known for {fmt.pct(getattr(rf, 'coverage', None))} of GPU time)."]
+    over = int((ops["efficiency"] > 1).sum())
+    if over:  # more than the device can do: the work read from the shapes overstates what ran
+        paras.append(fmt.agree("{n} [rows exceed their|row exceeds its] ceiling: the FLOPs or bytes counted from the "
+                               "recorded shapes overstate the work that ran (a broadcast, a strided view), so read "
+                               "[them|it] as approximate.", over).format(n=fmt.counted(over, "op")))
     paras += [str(n) for n in getattr(rf, "notes", ())]
     return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "

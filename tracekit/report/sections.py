@@ -107,14 +107,18 @@ def gaps_section(a: Analysis, *, top: int) -> Section | None:
                          "ones are summed as short gaps, so the causes add up to the idle time exactly.")
 
 
+METRIC_LABELS = {"cpu_ns": "CPU", "gpu_ns": "GPU projection", "gpu_busy_ns": "GPU busy"}
+
+
 def windows_section(a: Analysis, *, top: int) -> Section | None:
     if a.windows.instances.is_empty():
         return None
     inst = a.windows.instances.with_columns(warm=pl.when(pl.col("warmup")).then(pl.lit("warm-up")).otherwise(pl.lit("")))
     t = frame_table("windows", "Steps and annotation windows", inst, [
         ("name", "window", "text"), ("cpu_ns", "CPU", "ns"), ("gpu_ns", "GPU projection", "ns"),
-        ("gpu_busy_ns", "GPU busy", "ns"), ("kernels", "kernels", "count"), ("warm", "", "text")], limit=top * 4)
-    stats = frame_table("window-stats", "Across instances", a.windows.stats, [
+        ("gpu_busy_ns", "GPU busy", "ns"), ("kernels", "kernels", "count"), ("warm", "note", "text")], limit=top * 4)
+    figures = pl.col("metric").replace(METRIC_LABELS)  # the figures as the table above names them
+    stats = frame_table("window-stats", "Across instances", a.windows.stats.with_columns(metric=figures), [
         ("kind", "window", "text"), ("metric", "figure", "text"), ("count", "instances", "count"),
         ("median_ns", "median", "ns"), ("mean_ns", "mean", "ns"), ("min_ns", "min", "ns"), ("max_ns", "max", "ns"), ("cv", "CV", "float")])
     return Section(id="windows", title="Steps and annotations", tables=[t, stats],

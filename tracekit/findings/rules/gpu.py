@@ -54,7 +54,8 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
     if gaps.is_empty():
         return None
     top = longest_gaps(gaps, head=EVIDENCE_ROWS).with_columns(
-        name=pl.format("GPU idle ({}), blamed on {}", "cause", pl.coalesce("blame_op", "annotation", pl.lit("?"))))
+        name=pl.format("GPU idle ({}), {}", "cause", pl.coalesce(
+            pl.format("blamed on {}", pl.coalesce("blame_op", "annotation")), pl.lit("no CPU op running when it opened"))))
     lost = int(gaps["gap_ns"].sum())
     # the cause with the most of the gaps' time (ties: the first in the order of CAUSES)
     by_cause = dict(gaps.group_by("cause").agg(pl.col("gap_ns").sum()).iter_rows())
