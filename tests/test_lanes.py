@@ -43,3 +43,13 @@ def test_cpu_lanes_of_a_window_without_cpu_work_are_empty(tmp_path):
     b.op("aten::mm", 0, 300, tid=1)
     b.kernel("K", 100, 100)
     assert cpu_lanes(b.load(tmp_path), t0=10_000, t1=20_000) == []
+
+
+def test_ticks_count_from_the_origin_at_round_times():
+    from tracekit.report.timeline import ticks
+
+    # a window [430, 830) ns drawn 400 px wide: ticks every 50 ns, labelled from the origin
+    zoom = ticks(430, 830, 400, 0.0, origin=0)
+    assert [(round(t.x, 6), t.label) for t in zoom] == [(20.0 + 50 * i, f"{450 + 50 * i} ns") for i in range(8)]
+    whole = ticks(430, 830, 400, 0.0)  # no origin: from the window's start
+    assert [t.label for t in whole][:3] == ["0 ns", "50 ns", "100 ns"] and whole[0].x == 0.0

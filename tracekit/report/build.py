@@ -277,7 +277,8 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
         + [(f"c-gap-{k}", f"idle: {v}") for k, v in CAUSE_LABELS.items()] \
         + [(f"c-{css}", f"path: {label}") for label, css in extras.PATH_CLASSES.values()]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,
-                          legend=legend, window=f"{fmt.ns(t1 - t0)} from {fmt.ns(0)}")
+                          legend=legend, origin=trace.start_ns,
+                          window=f"{fmt.ns(t1 - t0)} from {fmt.ns(t0 - trace.start_ns)} (times from the trace's start)")
 
 
 def zoom_rows(annotations: pl.DataFrame, wanted: str) -> pl.DataFrame:

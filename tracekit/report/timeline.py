@@ -116,14 +116,18 @@ def _native_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame
     return runs.cast(RUNS_SCHEMA)
 
 
-def ticks(t0: int, t1: int, width: int, label_w: float) -> list[Tick]:
+def ticks(t0: int, t1: int, width: int, label_w: float, origin: int | None = None) -> list[Tick]:
+    """Axis ticks at round times measured from `origin` (default: `t0`): a zoomed window
+    labels its ticks in the same time as the rest of the report (from the trace's start)."""
+    origin = t0 if origin is None else origin
     span = max(t1 - t0, 1)
     raw = span / 8
     mag = 10 ** math.floor(math.log10(raw))
     step = min((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), default=10 * mag)
-    out, k = [], 0
-    while k * step <= span:
-        out.append(Tick(x=label_w + k * step / span * width, label=fmt.ns(k * step)))
+    out, k = [], math.ceil((t0 - origin) / step)
+    while k * step <= t1 - origin:
+        at = origin + k * step - t0
+        out.append(Tick(x=label_w + at / span * width, label=fmt.ns(k * step)))
         k += 1
     return out
 
@@ -140,8 +144,10 @@ def build_timeline(
     legend: list[tuple[str, str]] | None = None,
     window: str = "",
     note: str = "",
+    origin: int | None = None,
 ) -> Timeline:
     """`lanes`: (label, hover title, intervals with start_ns, end_ns, cls, prio).
+    `origin`: the time the axis counts from (default: t0).
 
     Idle gaps (cls `gap-<cause>`) and the critical path (cls `cp-<class>`) are lanes too.
     """
@@ -163,7 +169,7 @@ def build_timeline(
     used = {r.css_class.split()[0] for lane in out_lanes for r in lane.rects}
     return Timeline(
         id=id, title=title, width=LABEL_W + width, height=height, label_width=LABEL_W, lanes=out_lanes,
-        bands=_bands(bands, t0, t1, width), ticks=ticks(t0, t1, width, LABEL_W),
+        bands=_bands(bands, t0, t1, width), ticks=ticks(t0, t1, width, LABEL_W, origin),
         legend=[(c, label) for c, label in (legend or []) if c in used], window=window, note=note,
     )
 
