@@ -158,7 +158,9 @@ def build_timeline(
     by_lane: dict[int, list[Rect]] = {}
     for lane, x0, x1, cls, covered, n, level in (row for frame in runs for row in frame.iter_rows()):
         label = GPU_CLASSES.get(cls) or CPU_CLASSES.get(cls) or cls
-        tip = f"{label}: {n:,} event{'s' if n != 1 else ''}, {fmt.ns(covered)} covered in {fmt.ns((x1 - x0) * npp)}"
+        # (`n` counts an interval once per pixel it touches, and `covered` sums nested or
+        # overlapping intervals: neither is a count of events or a union, so neither is named so)
+        tip = f"mostly {label}; {fmt.ns(covered)} of activity summed over these {fmt.ns((x1 - x0) * npp)}"
         css = f"c-{cls}" + ("" if level == 4 else f" o{level}")
         by_lane.setdefault(lane, []).append(Rect(x=LABEL_W + x0, width=float(x1 - x0), css_class=css, title=tip))
     out_lanes = [
