@@ -561,11 +561,11 @@ def test_batch_over_the_fixtures_folder(tmp_path):
 def test_report_critical_path_contexts(capsys):
     # the 2021 trace has no step ranges: host time between its ops belongs to no op
     assert _table(_report(capsys, "legacy_2021.json"), "path-context") == [
-        ["aten::linear", "launch_overhead", "40 µs", "64.0 %"],  # [1, 41) us of the 62.5 us window
-        ["aten::copy_", "launch_overhead", "10 µs", "16.0 %"],
-        ["(outside any op)", "python_overhead", "10 µs", "16.0 %"],  # [41, 50) and [60, 61) us
+        ["aten::linear", "launch overhead", "40 µs", "64.0 %"],  # [1, 41) us of the 62.5 us window
+        ["aten::copy_", "launch overhead", "10 µs", "16.0 %"],
+        ["(outside any op)", "Python overhead", "10 µs", "16.0 %"],  # [41, 50) and [60, 61) us
         ["outside the path", "idle", "1.5 µs", "2.4 %"],
-        ["cudaMemsetAsync", "launch_overhead", "1 µs", "1.6 %"],  # a call in no op, [61, 62) us
+        ["cudaMemsetAsync", "launch overhead", "1 µs", "1.6 %"],  # a call in no op, [61, 62) us
     ]
     gpu_bound = _report(capsys, "kineto_gpu_bound.json")
     paras = [p for s in gpu_bound["sections"] if s["id"] == "critical-path" for p in s["paragraphs"]]
