@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.model import GPU_WORK_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, Trace
 
 
 def trace_info(trace: Trace) -> dict[str, Any]:
@@ -87,8 +87,7 @@ def _streams(trace: Trace) -> list[dict[str, Any]]:
 def _threads(trace: Trace) -> int:
     """Threads with CPU work: any CPU slice (ops, annotations, Python frames, a generic
     trace's own categories) or runtime call; not the profiler's own rows."""
-    profiler = pl.col("cat").is_in(["gpu_user_annotation", "trace", "overhead"])
-    cpu = pl.concat([trace.ops.filter(~profiler).select("pid", "tid"),
+    cpu = pl.concat([trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)).select("pid", "tid"),
                      trace.runtime.select("pid", "tid")])
     return cpu.select(pl.struct("pid", "tid").n_unique()).item() if cpu.height else 0
 

@@ -212,6 +212,9 @@ FRAME_NAMES: tuple[str, ...] = tuple(SCHEMAS)
 # GPU activity categories that make a device busy. `cuda_sync` rows and
 # `gpu_user_annotation` ranges are GPU-side records but not work.
 GPU_WORK_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+# `ops` rows that are not the host's work: the profiler's own (`trace` spans, `overhead`
+# buffer flushes) and the GPU-side twins of annotations.
+NOT_CPU_CATS: tuple[str, ...] = ("trace", "overhead", "gpu_user_annotation")
 
 
 def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:

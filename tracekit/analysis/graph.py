@@ -60,7 +60,7 @@ from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
 from tracekit.analysis.windows import STEP_NAME
-from tracekit.model import GPU_WORK_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, Trace
 
 if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
     import networkx as nx
@@ -79,7 +79,6 @@ DEFAULT_SYNC_TOLERANCE_NS = 20_000
 DEFAULT_MIN_BLOCKING_NS = 10_000
 DEFAULT_IDLE_GAP_NS = 200_000
 _GPU_CLASS = {"compute": "gpu_compute", "memory": "gpu_memory", "communication": "communication"}
-_NOT_CPU = ["trace", "overhead", "gpu_user_annotation"]
 
 EDGE_SCHEMA: dict[str, pl.DataType] = {
     "src": I64, "dst": I64, "kind": KIND, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
@@ -252,7 +251,7 @@ def _cpu_slices(trace: Trace) -> pl.DataFrame:
     cat = pl.col("cat")
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
     ops = trace.ops.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "cat", "dur_ns").filter(
-        ~cat.is_in(_NOT_CPU) & (pl.col("dur_ns") > 0)).select(
+        ~cat.is_in(NOT_CPU_CATS) & (pl.col("dur_ns") > 0)).select(
         "eid", "name", "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
         role=pl.when(python).then(pl.lit("python", ROLE)).otherwise(pl.lit("op", ROLE)))
     rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime", ROLE))

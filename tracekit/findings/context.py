@@ -25,11 +25,10 @@ from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.occupancy import occupancy
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.findings.model import Evidence
-from tracekit.model import Trace
+from tracekit.model import NOT_CPU_CATS, Trace
 
 I64, STR = pl.Int64, pl.String
 EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
-_NOT_WINDOW = ["trace", "overhead", "gpu_user_annotation"]
 
 
 def step_bounds(trace: Trace) -> pl.DataFrame | None:
@@ -49,7 +48,7 @@ class Context:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(_NOT_WINDOW)).drop("cat"),
+        parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(NOT_CPU_CATS)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
         both = pl.concat(parts)
         first = both["ts_ns"].min() if both.height else 0
@@ -87,7 +86,7 @@ class Context:
         """cpu_ops, Python frames and annotations together, with depth and parent."""
         from tracekit.analysis.nesting import with_parents
 
-        return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(_NOT_WINDOW)))
+        return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)))
 
     @cached_property
     def steps(self) -> pl.DataFrame:
