@@ -29,6 +29,7 @@ from tracekit.batch.sources import Item, Job, expand, prepare, safe_name
 from tracekit.batch.store import Store
 from tracekit.batch.worker import error_entry, fingerprint, message, one_line, run_job
 from tracekit.errors import TraceError, UsageError
+from tracekit.loader.source import DEFAULT_MAX_BYTES
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 
@@ -66,15 +67,15 @@ def run_batch(
     group_ranks: bool = False,
     reports: bool = False,
     progress: Progress | None = None,
-    max_bytes: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> BatchResult:
     """Analyse every trace named by `sources` (paths, directories, globs, fsspec URLs).
 
     With `out_dir`, results are cached there by content hash (a rerun analyses only new
     bytes) and the tables, `index.html` and, with `reports`, one HTML report per trace are
     written there. `progress(done, total, row)` is called as each row is ready.
-    `max_bytes`: refuse a trace whose JSON (decompressed) is larger (default: the loader's,
-    `tracekit.loader.source.DEFAULT_MAX_BYTES`); such a trace becomes a row with its error,
+    `max_bytes`: refuse a trace whose JSON (decompressed) is larger (the loader's limit,
+    `DEFAULT_MAX_BYTES` by default); such a trace becomes a row with its error,
     which is not cached (a later run may allow more).
     """
     started = time.perf_counter()
@@ -109,7 +110,7 @@ class Runner:
     """The state of one run: rows so far, and the jobs waiting on each content hash."""
 
     def __init__(self, store: Store | None, *, reports: bool, progress: Progress | None, total: int,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.store, self.reports, self.progress, self.total = store, reports, progress, total
         self.max_bytes = max_bytes
         self.fingerprint = fingerprint()

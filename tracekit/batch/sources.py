@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from tracekit.errors import TraceError
 from tracekit.loader import load, loads, trace_files
-from tracekit.loader.source import open_regular, os_error
+from tracekit.loader.source import DEFAULT_MAX_BYTES, open_regular, os_error
 from tracekit.model import Trace
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -55,7 +55,7 @@ class Job:
     data: bytes | None = None
     group: bool = False
     report: bool = False
-    max_bytes: int | None = None  # the loader's decompressed-size limit (None: its default)
+    max_bytes: int = DEFAULT_MAX_BYTES  # the loader's decompressed-size limit
 
 
 def expand(sources: str | os.PathLike[str] | list, *, group_ranks: bool = False) -> list[Item]:
@@ -140,7 +140,7 @@ def rank_pattern(filename: str) -> str:
     return LAST_NUMBER.sub("*", stem, count=1) + dot + rest
 
 
-def prepare(item: Item, *, report: bool = False, max_bytes: int | None = None) -> Job:
+def prepare(item: Item, *, report: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Job:
     """Read and hash an item. Raises `TraceError` when it cannot be read."""
     if item.error:
         raise TraceError(item.error)
@@ -202,10 +202,9 @@ def load_job_trace(job: Job) -> Trace:
 
     `workers=0`: the batch already runs one job per core, so the loader forks no helper.
     """
-    limit = {} if job.max_bytes is None else {"max_bytes": job.max_bytes}
     if job.data is None:
-        return load(job.paths[0], workers=0, **limit)
-    return loads(job.data, path=job.source, workers=0, **limit)
+        return load(job.paths[0], workers=0, max_bytes=job.max_bytes)
+    return loads(job.data, path=job.source, workers=0, max_bytes=job.max_bytes)
 
 
 __all__ = ["Item", "Job", "expand", "prepare", "safe_name", "rank_pattern", "load_job_trace"]
