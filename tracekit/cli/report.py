@@ -44,7 +44,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         from tracekit.report.build import Builder, ReportOptions, check_zoom
 
         render = _renderer(kind, top)
-        options = ReportOptions(redact=not no_redact, top=top or DEFAULT_TOP, zoom=zoom)
+        options = ReportOptions(redact=not no_redact, top=top or ReportOptions.top, zoom=zoom)
         loaded = loading.result()
         check_zoom(loaded, zoom)
         with Builder(options) as builder:  # (its timelines are drawn while the findings run)
@@ -64,8 +64,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     click.echo(f"wrote {path}", err=True)
 
 
-DEFAULT_TOP = 30  # rows of the top-N tables
-MD_ROWS = 10  # ... in a Markdown report (a pull-request comment) unless --top says otherwise
+MD_ROWS = 10  # rows of a Markdown report's tables (a pull-request comment) unless --top says otherwise
 
 
 def _renderer(kind: str, top: int | None = None) -> Callable[[Any], str]:
