@@ -216,10 +216,15 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
     return pl.DataFrame([found["late_ns"], *covered])
 
 
+def blocking_call(name: pl.Expr) -> pl.Expr:
+    """Host calls, by name, that block until GPU work is done: BLOCKING_CALL, not `…Async…`."""
+    return name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")
+
+
 def _blocking(trace: Trace) -> pl.DataFrame:
     """CPU intervals that block on the GPU: sync API calls, synchronous copies, item/nonzero."""
     name = pl.col("name")
-    calls = trace.runtime.filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async"))
+    calls = trace.runtime.filter(blocking_call(name))
     ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
     cols = ["pid", "tid", "ts_ns", "end_ns"]
     return pl.concat([calls.select(cols), ops.select(cols)])

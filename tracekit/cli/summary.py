@@ -123,7 +123,7 @@ def render_gaps(d: dict[str, Any]) -> str:
     lines = [f"file        {d['file']}", f"window      {d['window']}",
              f"idle        {fmt.ns(d['idle_ns'])} (device gaps; under {fmt.ns(d['min_gap_ns'])} = short)", "",
              "idle by cause",
-             _indent(_cause_table(d) if d.get("gpu_activities", 1) else "none: no GPU activity in this trace")]
+             _indent(_cause_table(d) if d["gpu_activities"] else "none: no GPU activity in this trace")]
     if d["longest"]:
         rows = [[g["device"], "+" + fmt.ns(g["offset_ns"]), fmt.ns(g["gap_ns"]), g["cause"],
                  clip(g["blame_op"] or "(outside ops)", 34), clip(g["annotation"], 30),

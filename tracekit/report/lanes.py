@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.gaps import BLOCKING_CALL
+from tracekit.analysis.gaps import blocking_call
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import ENGINE, Trace
 
@@ -57,8 +57,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
         return []
     # runtime calls are launches unless they block; the patterns run on the distinct names
     name = pl.col("name")
-    blocking = rt.select(name.unique()).filter(name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")).collect(
-        engine=ENGINE)["name"]
+    blocking = rt.select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
     sync = name.is_in(blocking.implode())
     calls = rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
                       cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
