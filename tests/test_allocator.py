@@ -123,3 +123,29 @@ def test_cli_keeps_glibc_to_one_arena_unless_told_otherwise():
     assert arenas("import tracekit.cli.main") == 1
     assert arenas("import tracekit") > 1  # the library changes nothing
     assert arenas("import tracekit.cli.main", MALLOC_ARENA_MAX="2") == 2  # the user's setting wins
+
+
+PURGES = ("import polars as pl; from tracekit import allocator, jemalloc; allocator.purge(); "
+          "print(jemalloc._mallctl.cache_info().currsize)")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the purge needs /proc/self/maps")
+def test_a_script_purges_and_the_command_keeps_its_chosen_decay():
+    assert probe(PURGES).splitlines()[0] == "1"  # looked jemalloc up (and purged)
+    configured = "from tracekit import allocator as a; a.configure(10**6); " + PURGES
+    assert probe(configured).splitlines()[0] == "0"  # the decay was chosen: left alone
+    assert probe(PURGES, _RJEM_MALLOC_CONF="dirty_decay_ms:0").splitlines()[0] == "0"  # the user's choice
+    assert probe(PURGES, MALLOC_ARENA_MAX="2").splitlines()[0] == "0"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_trim_is_left_to_chosen_allocators(monkeypatch):
+    calls = []
+    monkeypatch.setattr(allocator, "_glibc", lambda name, *args: calls.append(name))
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.setattr(allocator, "_users_jemalloc", lambda: None)
+    monkeypatch.setattr(allocator, "_decay_chosen", False)
+    allocator.trim()
+    monkeypatch.setattr(allocator, "_decay_chosen", True)
+    allocator.trim()
+    assert calls == ["malloc_trim"]
