@@ -499,3 +499,18 @@ def test_evidence_is_the_same_on_every_run():
     order = [(-totals[n], n) for n in names]
     assert len(names) == 5 and order == sorted(order)  # the most GPU time first, ties by name
     assert len({t for t, _ in order}) < 5  # (the trace has such ties)
+
+
+def test_pageable_memcpy_names_the_host_time_async_calls_blocked(tmp_path):
+    """An async copy to pageable host memory blocks its call until done (50 us here, 40 of
+    them the copy); one from pageable memory (HtoD) does not count as blocking."""
+    titles = {}
+    for kind in ("DtoH (Device -> Pageable)", "HtoD (Pageable -> Device)"):
+        result = run_findings(plain(memcpy(kind, "cudaMemcpyAsync"))().load(tmp_path, f"{kind[:4]}.json.gz"),
+                              rules=["pageable_memcpy"])
+        titles[kind[:4]] = result.findings[0].title
+    assert titles == {
+        "DtoH": "1 copy of 16.8 MB uses pageable host memory (40 µs of copy time); the host waited 50 µs in the call "
+                "that copied to it (an async call returns only when such a copy is done)",
+        "HtoD": "1 copy of 16.8 MB uses pageable host memory (40 µs of copy time)",
+    }

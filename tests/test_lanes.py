@@ -38,6 +38,16 @@ def test_cpu_lanes_pick_the_busiest_threads_and_class_their_rows(tmp_path):
     assert all(list(iv.schema) == ["start_ns", "end_ns", "cls", "prio"] for _, _, iv in lanes)
 
 
+def test_an_async_copy_to_pageable_memory_is_drawn_as_a_sync(tmp_path):
+    b = TraceBuilder()
+    pageable = b.runtime("cudaMemcpyAsync", 0, 300, tid=1)  # returns when its copy to pageable memory is done
+    b.gpu("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 200, 90, corr=pageable)
+    pinned = b.runtime("cudaMemcpyAsync", 400, 20, tid=1)
+    b.gpu("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 500, 90, corr=pinned)
+    (lane,) = cpu_lanes(b.load(tmp_path), t0=0, t1=1_000)
+    assert lane[2].rows() == [(0, 300, "sync", 3), (400, 420, "launch", 2)]
+
+
 def test_cpu_lanes_of_a_window_without_cpu_work_are_empty(tmp_path):
     b = TraceBuilder()
     b.op("aten::mm", 0, 300, tid=1)

@@ -22,8 +22,9 @@ def sync_trace() -> TraceBuilder:
     other_stream_kernel, stream 8              GPU [218_000, 225_000]   (ends later, other stream)
     aten::masked_fill > aten::clone > aten::copy_   DtoD 2 MB           GPU [310_000, 312_000]
       aten::masked_fill_ kernel                                         GPU [330_000, 331_000]
-    aten::to: HtoD pageable 1 MB [410_000, 510_000], HtoD pinned 1 MB [510_000, 560_000],
-              DtoH pageable 0.5 MB [560_000, 580_000] (all cudaMemcpyAsync), memset
+    aten::to [400_000, 590_000]: HtoD pageable 1 MB [410_000, 510_000], HtoD pinned 1 MB
+              [510_000, 560_000], DtoH pageable 0.5 MB [560_000, 580_000] (all cudaMemcpyAsync;
+              the DtoH call CPU [540_000, 582_000]: it blocks), memset [585_000, 586_000]
     aten::copy_: cudaMemcpy (sync) DtoH pageable 100 kB  CPU [600_000, 630_000] GPU [610_000, 620_000]
     cudaStreamWaitEvent (+ Stream Wait Event)  CPU [700_000, 701_000]   not a host sync
     """
@@ -46,12 +47,13 @@ def sync_trace() -> TraceBuilder:
                   dur_ns=2_000, nbytes=2_000_000, ext=cp)
     mf = b.op("aten::masked_fill_", 321_000, 18_000)
     b.launch_kernel("masked_fill_kernel", launch_ns=322_000, launch_dur_ns=3_000, start_ns=330_000, dur_ns=1_000, ext=mf)
-    to = b.op("aten::to", 400_000, 100_000)
-    for kind, ln, s_ns, d, n in (("HtoD (Pageable -> Device)", 401_000, 410_000, 100_000, 1_000_000),
-                                 ("HtoD (Pinned -> Device)", 407_000, 510_000, 50_000, 1_000_000),
-                                 ("DtoH (Device -> Pageable)", 420_000, 560_000, 20_000, 500_000)):
-        b.launch_copy(kind, launch_ns=ln, launch_dur_ns=2_000, start_ns=s_ns, dur_ns=d, nbytes=n, ext=to)
-    b.launch_copy("", launch_ns=430_000, launch_dur_ns=1_000, start_ns=580_000, dur_ns=1_000, nbytes=64,
+    to = b.op("aten::to", 400_000, 190_000)
+    for kind, ln, ld, s_ns, d, n in (("HtoD (Pageable -> Device)", 401_000, 2_000, 410_000, 100_000, 1_000_000),
+                                     ("HtoD (Pinned -> Device)", 407_000, 2_000, 510_000, 50_000, 1_000_000),
+                                     # to pageable memory: the async call returns when the copy is done
+                                     ("DtoH (Device -> Pageable)", 540_000, 42_000, 560_000, 20_000, 500_000)):
+        b.launch_copy(kind, launch_ns=ln, launch_dur_ns=ld, start_ns=s_ns, dur_ns=d, nbytes=n, ext=to)
+    b.launch_copy("", launch_ns=430_000, launch_dur_ns=1_000, start_ns=585_000, dur_ns=1_000, nbytes=64,
                   ext=to, api="cudaMemsetAsync", memset=True)
     cp2 = b.op("aten::copy_", 590_000, 50_000)
     b.launch_copy("DtoH (Device -> Pageable)", launch_ns=600_000, launch_dur_ns=30_000, start_ns=610_000,
@@ -77,7 +79,10 @@ def test_sync_kind_by_family():
 def test_golden_syncs(tmp_path):
     s = sync_stats(sync_trace().load(tmp_path))
     rows = {r["kind"]: r for r in s.syncs.iter_rows(named=True)}
-    assert list(s.syncs["kind"]) == ["device", "stream", "memcpy"]
+    assert list(s.syncs["kind"]) == ["device", "stream", "memcpy", "memcpy"]
+    pageable = s.syncs.row(2, named=True)  # an async call, blocking: its copy goes to pageable memory
+    assert (pageable["name"], pageable["op_path"], pageable["waited_name"], pageable["gpu_wait_ns"],
+            pageable["tail_ns"]) == ("cudaMemcpyAsync", "aten::to", "Memcpy DtoH (Device -> Pageable)", 40_000, 2_000)
     dev = rows["device"]
     assert (dev["waited_name"], dev["gpu_wait_ns"], dev["tail_ns"], dev["op_name"], dev["record"]) == (
         "long_kernel", 40_000, 5_000, None, "Context Sync")
@@ -89,7 +94,7 @@ def test_golden_syncs(tmp_path):
         "aten::_local_scalar_dense", "aten::item > aten::_local_scalar_dense", 7)
     mc = rows["memcpy"]
     assert (mc["name"], mc["op_path"], mc["gpu_wait_ns"], mc["tail_ns"]) == ("cudaMemcpy", "aten::copy_", 20_000, 10_000)
-    assert (s.sync_calls, s.sync_ns, s.gpu_wait_ns, s.tail_ns) == (3, 92_000, 64_000, 28_000)
+    assert (s.sync_calls, s.sync_ns, s.gpu_wait_ns, s.tail_ns) == (4, 134_000, 104_000, 30_000)
     assert (s.stream_waits, s.gpu_sync_records) == (1, 3)
     assert s.by_op.row(0, named=True)["kind"] == "device"
     assert s.syncs.schema == pl.Schema(SYNC_SCHEMA)

@@ -19,7 +19,8 @@ Cause, first rule that applies (CAUSES):
    all is one `before_first` gap). Only non-zero when a window is given.
 3. `profiler_overhead`: profiler `overhead` rows (Activity Buffer Request, Buffer Flush…)
    cover at least half the gap.
-4. `sync_stall`: blocking calls (BLOCKING_CALL, BLOCKING_OP) on T overlap the late part
+4. `sync_stall`: blocking calls (BLOCKING_CALL, BLOCKING_OP, and async copies to pageable
+   memory: `syncs.blocking_copies`) on T overlap the late part
    [g0, min(L1, g1)) and last, in whole (`sync_ns`), at least half of late_ns: the CPU
    waited for the GPU to drain, so nothing was queued; had it not blocked it would have
    been ahead by about `sync_ns`. A short sync followed by a long CPU stretch is not a
@@ -60,7 +61,7 @@ from tracekit.analysis.links import cpu_ops, gpu_links
 from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.shared import ENGINE
-from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES
+from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
 from tracekit.model import Trace
@@ -222,9 +223,10 @@ def blocking_call(name: pl.Expr) -> pl.Expr:
 
 
 def _blocking(trace: Trace) -> pl.DataFrame:
-    """CPU intervals that block on the GPU: sync API calls, synchronous copies, item/nonzero."""
+    """CPU intervals that block on the GPU: sync API calls, synchronous copies (async ones to
+    pageable memory too: `syncs.blocking_copies`), item/nonzero."""
     name = pl.col("name")
-    calls = trace.runtime.filter(blocking_call(name))
+    calls = trace.runtime.filter(blocking_call(name) | pl.col("eid").is_in(blocking_copies(trace).implode()))
     ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
     cols = ["pid", "tid", "ts_ns", "end_ns"]
     return pl.concat([calls.select(cols), ops.select(cols)])

@@ -9,6 +9,12 @@ Blocking syncs are runtime/driver calls that do not return until GPU work is don
 | stream | `(cuda|cu|hip)StreamSynchronize`                                     |
 | event  | `(cuda|cu|hip)EventSynchronize`                                      |
 | memcpy | `(cuda|cu|hip)Memcpy*` without `Async`: `cudaMemcpy`, `hipMemcpyWithStream`...|
+|        | and any memcpy call whose copy goes from the device to pageable host memory  |
+
+An async memcpy to pageable host memory returns only once the copy is done, as CUDA and HIP
+document: the call is named `…Async`, but the host waits in it for the stream's earlier
+work and the copy (`blocking_copies`; the copy's activity says so:
+`Memcpy DtoH (Device -> Pageable)`).
 
 `cudaStreamWaitEvent` is not a host sync (it makes one stream wait for another, the host
 goes on): it is counted apart (`stream_waits`). `cudaMemset` is asynchronous for device
@@ -36,7 +42,7 @@ import polars as pl
 
 from tracekit.analysis.attribution import op_paths
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.shared import ENGINE, remember
 from tracekit.model import Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -47,6 +53,7 @@ SYNC_RULES: tuple[tuple[str, str], ...] = (
     ("event", r"^(cuda|cu|hip)EventSynchronize"),
 )
 MEMCPY_CALL = r"^(cuda|cu|hip)Memcpy"
+PAGEABLE_DTOH = r"^Memcpy DtoH \(\w+ -> Pageable\)"  # a copy to pageable host memory: its call blocks
 STREAM_WAIT_CALL = r"^(cuda|cu|hip)StreamWaitEvent"
 
 SYNC_SCHEMA: dict[str, pl.DataType] = {
@@ -110,12 +117,33 @@ def sync_kind(name: pl.Expr) -> pl.Expr:
     return expr.when(memcpy).then(pl.lit("memcpy")).otherwise(pl.lit(None, STR)).alias("kind")
 
 
+def blocking_copies(trace: Trace) -> pl.Series:
+    """The eids of memcpy calls that block although named `…Async`: their copy goes from the
+    device to pageable host memory (PAGEABLE_DTOH), which returns only when it is done.
+    Call and copy are matched by correlation id."""
+    return remember("blocking_copies", (trace,), lambda: _blocking_copies(trace))
+
+
+def _blocking_copies(trace: Trace) -> pl.Series:
+    copies = trace.gpu.lazy().filter(
+        (pl.col("cat") == "gpu_memcpy") & pl.col("name").str.contains(PAGEABLE_DTOH) & pl.col("correlation").is_not_null()
+    ).select("correlation").unique()
+    calls = trace.runtime.lazy().filter(pl.col("name").str.contains(MEMCPY_CALL) & pl.col("name").str.contains("Async"))
+    return calls.join(copies, on="correlation", how="semi").select("eid").collect(engine=ENGINE)["eid"]
+
+
+def blocking_kind(trace: Trace) -> pl.Expr:
+    """`sync_kind` of runtime rows, with `blocking_copies` as 'memcpy' too (the rows need `eid`)."""
+    return pl.coalesce(sync_kind(pl.col("name")),
+                       pl.when(pl.col("eid").is_in(blocking_copies(trace).implode())).then(pl.lit("memcpy"))).alias("kind")
+
+
 def sync_stats(trace: Trace) -> SyncStats:
     """Every blocking host<->device sync, the op that caused it and the GPU work it waited for."""
     nested = cpu_ops(trace)
     calls = launch_ops(trace, ops=nested)
     # one plan to the waited work (the paths need its rows), one after them
-    rows = calls.lazy().with_columns(kind=sync_kind(pl.col("name"))).filter(pl.col("kind").is_not_null())
+    rows = calls.lazy().with_columns(blocking_kind(trace)).filter(pl.col("kind").is_not_null())
     rows = _with_waited(_with_records(rows, trace.gpu), trace.gpu_work).collect(engine=ENGINE)
     syncs = rows.lazy().join(_paths(nested, rows).lazy(), on="op_eid", how="left", maintain_order="left").select(
         list(SYNC_SCHEMA)).cast(SYNC_SCHEMA).sort("ts_ns", "eid").collect(engine=ENGINE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.gaps import blocking_call
+from tracekit.analysis.syncs import blocking_copies
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import ENGINE, Trace
 
@@ -48,7 +49,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
     ops = trace.ops.lazy().filter(
         pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#") & window
     ).select("pid", "tid", "ts_ns", "end_ns")
-    rt = trace.runtime.lazy().filter(window).select("name", "pid", "tid", "ts_ns", "end_ns")
+    rt = trace.runtime.lazy().filter(window).select("eid", "name", "pid", "tid", "ts_ns", "end_ns")
     dur = (pl.col("end_ns") - pl.col("ts_ns")).alias("dur")
     busiest = (pl.concat([ops.select("pid", "tid", dur), rt.select("pid", "tid", dur)])
                .group_by("pid", "tid").agg(total=pl.col("dur").sum())
@@ -58,7 +59,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
     # runtime calls are launches unless they block; the patterns run on the distinct names
     name = pl.col("name")
     blocking = rt.select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
-    sync = name.is_in(blocking.implode())
+    sync = name.is_in(blocking.implode()) | pl.col("eid").is_in(blocking_copies(trace).implode())
     calls = rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
                       cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
                       prio=pl.when(sync).then(3).otherwise(2).cast(pl.Int64))

@@ -85,7 +85,14 @@ def pageable_memcpy(ctx: Context, p: Params) -> Hit | None:
     ns = int(rows["dur_ns"].sum() or 0)
     mb = int(rows["bytes"].sum() or 0)
     title = fmt.agree("{copies} of {size}[ in all|] [use|uses] pageable host memory ({ns} of copy time)", rows.height)
-    return Hit(title=title.format(copies=fmt.counted(rows.height, "copy", "copies"), size=fmt.size(mb), ns=fmt.ns(ns)),
+    title = title.format(copies=fmt.counted(rows.height, "copy", "copies"), size=fmt.size(mb), ns=fmt.ns(ns))
+    # async calls that still blocked: their copy went to pageable memory (`syncs.blocking_copies`)
+    blocked = ctx.syncs.syncs.filter((pl.col("kind") == "memcpy") & pl.col("name").str.contains("Async"))
+    if blocked.height:
+        title += fmt.agree("; the host waited {ns} in [the {calls}|the call] that copied to it ([async calls return|an async call returns] "
+                           "only when such a copy is done)", blocked.height).format(
+            ns=fmt.ns(int(blocked["dur_ns"].sum() or 0)), calls=fmt.counted(blocked.height, "call"))
+    return Hit(title=title,
                time_lost_ns=int(ns * (1 - 1 / p.pinned_speedup)),
                evidence=ctx.evidence(longest(rows), note=pl.format("{} {}", "name", "op_path")))
 
