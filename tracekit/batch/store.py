@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.atomic import file_mode, write_file
 from tracekit.errors import UsageError
 
 HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -42,9 +42,7 @@ class Store:
         self.cache_dir = self.root / ".cache"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(self.cache_dir)
-        umask = os.umask(0)
-        os.umask(umask)
-        self.mode = 0o666 & ~umask  # what open() would give; mkstemp's 0600 is too strict
+        self.mode = file_mode()  # what open() would give; mkstemp's 0600 is too strict
 
     def path(self, relative: str) -> Path:
         """OUTDIR/relative, refused when it would land outside OUTDIR."""
@@ -77,7 +75,7 @@ class Store:
 
     # -- atomic writes ----------------------------------------------------------------
     def write_bytes(self, relative: str, data: bytes) -> Path:
-        return self._atomic(relative, lambda fh, _tmp: fh.write(data))
+        return self._atomic(relative, lambda fh: fh.write(data))
 
     def write_text(self, relative: str, text: str) -> Path:
         return self.write_bytes(relative, text.encode("utf-8"))
@@ -85,24 +83,13 @@ class Store:
     def write_frame(self, relative: str, frame: pl.DataFrame) -> Path:
         """A frame as Parquet or CSV (by the name's suffix)."""
         if relative.endswith(".csv"):
-            return self._atomic(relative, lambda fh, _tmp: frame.write_csv(fh))
-        return self._atomic(relative, lambda fh, _tmp: frame.write_parquet(fh))
+            return self._atomic(relative, lambda fh: frame.write_csv(fh))
+        return self._atomic(relative, lambda fh: frame.write_parquet(fh))
 
-    def _atomic(self, relative: str, write: Callable[[Any, Path], Any]) -> Path:
+    def _atomic(self, relative: str, write: Callable[[Any], Any]) -> Path:
         target = self.path(relative)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
-        try:
-            os.fchmod(fd, self.mode)
-            with os.fdopen(fd, "wb") as fh:
-                write(fh, Path(tmp))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return write_file(target, write, prefix=TEMP_PREFIX, mode=self.mode, sync=True)
 
 
 def _remove_stale_temps(folder: Path) -> None:

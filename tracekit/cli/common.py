@@ -15,7 +15,6 @@ import click
 
 from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
 from tracekit.cli.progress import Status
-from tracekit.errors import OutputError
 from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 
@@ -212,34 +211,3 @@ def format_from(output: str | None) -> str:
     if output and output.endswith(".json"):
         return "json"
     return "html"
-
-
-def write_output(path: str, text: str) -> None:
-    """Write text atomically: to a temporary file beside the target, then rename.
-
-    Raises `OutputError` (exit 2) when it cannot be written; the old file is then unchanged."""
-    try:
-        _write_atomically(path, text)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _write_atomically(path: str, text: str) -> None:
-    import tempfile
-
-    target = os.path.abspath(path)
-    directory = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tracekit-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

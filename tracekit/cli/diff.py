@@ -8,7 +8,8 @@ import sys
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace, write_output
+from tracekit.atomic import write_output
+from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace
 from tracekit.cli.options import Finite, max_bytes_opt
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg, write_output
+from tracekit.atomic import write_output
+from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg
 from tracekit.cli.progress import Status, progress_opt
 
 FORMATS = ("html", "json", "md")

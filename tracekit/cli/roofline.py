@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg, write_output
+from tracekit.atomic import write_output
+from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
 from tracekit.cli.options import Finite
 
 if TYPE_CHECKING:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import msgspec
 import polars as pl
 
 from tracekit.analysis.critical_path import CriticalPath
-from tracekit.errors import OutputError
+from tracekit.atomic import write_output
 from tracekit.findings.model import FindingsResult
 from tracekit.loader.source import read_source
 
@@ -101,20 +100,7 @@ def write_annotated(source: str | os.PathLike[str], output: str | os.PathLike[st
     out = Path(output)
     if out.name.endswith(".gz"):
         data = _gzip(data, compresslevel=3, mtime=0)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or Path("."))
-    except OSError as exc:  # no such folder, no permission: the output's fault, said as such
-        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_output(out, data)
     kinds = [e["ph"] for e in extra]
     return {"events": len(events), "flows": kinds.count("s"), "path_slices": kinds.count("X"),
             "instants": kinds.count("i")}
