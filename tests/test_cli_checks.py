@@ -130,4 +130,4 @@ def test_commands_on_a_trace_without_gpu_work_say_so(tmp_path, capsys):
     assert main(["info", str(path), "--json", "--no-cache"]) == 0
     import json
 
-    assert json.loads(capsys.readouterr().out)["threads"] == 2  # the op's and the call's, not the profiler's
+    assert json.loads(capsys.readouterr().out)[0]["threads"] == 2  # the op's and the call's, not the profiler's

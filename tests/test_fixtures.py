@@ -487,7 +487,7 @@ def test_info_counts_the_same_activities_per_device_and_per_stream(capsys):
     """`tracekit info --json`: a device's activities are its work (sgemm, copy, memset, add),
     as its streams' are; the Context Sync record and the step's GPU annotation are not work."""
     assert main(["info", "--json", str(FIXTURES / "kineto_step.json")]) == 0
-    info = json.loads(capsys.readouterr().out)
+    (info,) = json.loads(capsys.readouterr().out)  # a list, for one trace too
     assert [(d["device"], d["streams"], d["activities"]) for d in info["devices"]] == [(0, 1, 4)]
     assert [(s["device"], s["stream"], s["kernels"], s["activities"]) for s in info["streams"]] == [(0, 7, 2, 4)]
     assert (info["events"], info["span"]["duration_ns"], info["rank"], info["world_size"]) == (29, 100_000, 0, 2)

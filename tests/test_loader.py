@@ -379,3 +379,20 @@ def test_stable_time_sort_only_for_rows_in_file_order():
     assert not Frames([part([1, 0], [5, 5])]).in_file_order("gpu")
     got = _sorted(Frames([part([1, 0], [5, 5])]).cat("gpu"), "gpu").collect()
     assert got["eid"].to_list() == [0, 1]
+
+
+@pytest.mark.real
+def test_info_json_on_every_real_trace_at_once(capsys):
+    """`tracekit info --json` on every shared trace in one call: exit 0, a list of one object
+    per file in the order given (a one-file call gives a list too)."""
+    from tracekit.cli.main import main
+
+    paths = all_real_traces()
+    if not paths:
+        pytest.skip("../shared/traces is absent")
+    assert main(["info", "--json", "--no-cache", *map(str, paths)]) == 0
+    infos = json.loads(capsys.readouterr().out)
+    assert [i["file"] for i in infos] == [str(p) for p in paths]
+    assert all(i["events"] > 0 and i["span"]["duration_ns"] >= 0 for i in infos)
+    assert main(["info", "--json", "--no-cache", str(paths[0])]) == 0
+    assert [i["file"] for i in json.loads(capsys.readouterr().out)] == [str(paths[0])]

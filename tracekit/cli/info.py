@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import Loading, clip, emit_json, json_opt, load_trace, table, traces_arg
+from tracekit.cli.common import Loading, clip, emit_json, load_trace, table, traces_arg
 
 
 @click.command()
 @traces_arg
-@json_opt
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead of text: a list of one object per trace, in the order given (a list for one trace too).")
 def info(traces: tuple[str, ...], as_json: bool) -> None:
     """Describe trace files: format, devices, span, events per category, streams, steps, warnings.
 
@@ -21,7 +22,7 @@ def info(traces: tuple[str, ...], as_json: bool) -> None:
 
     infos = [trace_info(first.result() if i == 0 else load_trace(path, warn=False)) for i, path in enumerate(traces)]
     if as_json:
-        emit_json(infos if len(infos) > 1 else infos[0])
+        emit_json(infos)  # the same shape however many traces a glob matched
         return
     click.echo("\n\n".join(render_info(i) for i in infos))
 
