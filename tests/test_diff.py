@@ -179,17 +179,27 @@ def test_window_metric_and_bad_metric(base, tmp_path):
 
 def test_hardware_note_and_findings_by_rule(base, tmp_path):
     after = analysed(golden(3, devices=[A100]), tmp_path, "a100.json.gz")
-    def fake(*rules: str) -> SimpleNamespace:
-        items = [SimpleNamespace(rule=r, severity="high", title=f"{r} title", time_lost_ns=1_000) for r in rules]
-        return SimpleNamespace(findings=items, ran=("launch_gaps", "sync_stall", "pageable_copy"))
+    ran = ("launch_gaps", "sync_stall", "pageable_copy", "tiny_grids", "fp32_gemm", "hidden_copy")
 
-    d = diff(replace(base, findings=fake("launch_gaps", "sync_stall")),
-             replace(after, findings=fake("sync_stall", "pageable_copy")))
+    def fake(**lost: int) -> SimpleNamespace:
+        items = [SimpleNamespace(rule=r, severity="high", title=f"{r} title", time_lost_ns=ns) for r, ns in lost.items()]
+        return SimpleNamespace(findings=items, ran=ran)
+
+    # worse: at least twice the time lost and 1 ms more; twice but under 1 ms more, or 1 ms more
+    # but under twice, stays persisting
+    d = diff(replace(base, findings=fake(launch_gaps=1_000, sync_stall=1_000, tiny_grids=1_000_000,
+                                         fp32_gemm=900_000, hidden_copy=3_000_000)),
+             replace(after, findings=fake(sync_stall=1_000, pageable_copy=1_000, tiny_grids=2_000_000,
+                                          fp32_gemm=1_800_000, hidden_copy=5_999_999)))
     assert not d.comparable and HARDWARE_NOTE in d.verdict
     status = dict(zip(d.findings["rule"], d.findings["status"]))
-    assert status == {"pageable_copy": "introduced", "launch_gaps": "resolved", "sync_stall": "persisting"}
+    assert status == {"pageable_copy": "introduced", "tiny_grids": "worse", "launch_gaps": "resolved",
+                      "fp32_gemm": "persisting", "hidden_copy": "persisting", "sync_stall": "persisting"}
+    assert "findings: 1 resolved (launch_gaps), 1 introduced (pageable_copy) and 1 worse (tiny_grids)" in d.verdict
     model = build_diff_report(d)
-    assert [f.id for f in model.findings] == ["pageable_copy"]
+    assert [(f.id, f.title, f.share) for f in model.findings] == [
+        ("pageable_copy", "new: pageable_copy title", "introduced by after"),
+        ("tiny_grids", "worse: tiny_grids title", "was 1 ms before")]
 
 
 def test_kernel_names_normalise_conservatively():

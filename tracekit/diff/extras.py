@@ -79,10 +79,17 @@ def critical_path(before: Analysis, after: Analysis) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=CRITICAL_SCHEMA, orient="row") if rows else pl.DataFrame(schema=CRITICAL_SCHEMA)
 
 
+# a persisting finding is `worse` when the time it loses grew this many times, and by this
+# much at least (totals over each trace: under a millisecond is left to the table)
+WORSE_FACTOR = 2.0
+WORSE_MIN_NS = 1_000_000
+
+
 def findings(before: Analysis, after: Analysis) -> pl.DataFrame:
-    """Findings by rule id: `introduced` (after only), `resolved` (before only, and the rule
-    ran on after), `persisting` (both), `not checked` (before only; the rule did not run on
-    after). Empty when either side has no findings result."""
+    """Findings by rule id: `introduced` (after only), `worse` (both, and the time it loses
+    grew at least WORSE_FACTOR times and by WORSE_MIN_NS), `resolved` (before only, and the
+    rule ran on after), `persisting` (both otherwise), `not checked` (before only; the rule
+    did not run on after). Empty when either side has no findings result."""
     if before.findings is None or after.findings is None:
         return pl.DataFrame(schema=FINDINGS_SCHEMA)
     b = _finding_rows(before.findings).rename(
@@ -91,14 +98,17 @@ def findings(before: Analysis, after: Analysis) -> pl.DataFrame:
     j = b.join(a, on="rule", how="full", coalesce=True)
     ran = list(getattr(after.findings, "ran", ()) or ())
     in_b, in_a = pl.col("count_before").fill_null(0) > 0, pl.col("count_after").fill_null(0) > 0
-    status = (pl.when(in_b & in_a).then(pl.lit("persisting")).when(in_a).then(pl.lit("introduced"))
+    grew = ((pl.col("time_lost_after_ns") >= WORSE_FACTOR * pl.col("time_lost_before_ns"))
+            & (pl.col("time_lost_after_ns") - pl.col("time_lost_before_ns") >= WORSE_MIN_NS))
+    status = (pl.when(in_b & in_a & grew).then(pl.lit("worse"))
+              .when(in_b & in_a).then(pl.lit("persisting")).when(in_a).then(pl.lit("introduced"))
               .when(pl.lit(bool(ran)) & ~pl.col("rule").is_in(ran)).then(pl.lit("not checked"))
               .otherwise(pl.lit("resolved")))
     out = j.with_columns(title=pl.coalesce("title", "title_b"), severity=pl.coalesce("severity", "severity_b"),
                          status=status)
     out = out.with_columns(pl.col(c).fill_null(0) for c in ("count_before", "count_after", "time_lost_before_ns",
                                                             "time_lost_after_ns"))
-    order = {"introduced": 0, "resolved": 1, "persisting": 2, "not checked": 3}
+    order = {"introduced": 0, "worse": 1, "resolved": 2, "persisting": 3, "not checked": 4}
     return out.select(list(FINDINGS_SCHEMA)).cast(FINDINGS_SCHEMA).sort(
         pl.col("status").replace_strict(order, return_dtype=I64), "rule")
 

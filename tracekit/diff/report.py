@@ -58,8 +58,9 @@ def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = Tr
                   "Use the step and kernel names in the tables above to find the same place in both traces."],
         generator=f"tracekit {__version__}",
         extra={"kind": "diff", "headline": vars(d.headline), "comparable": d.comparable, "scope": d.scope,
-               "findings_title": "New findings (introduced by after)",
-               "findings_empty": "No new findings: the after trace shows no problem the before trace did not."},
+               "findings_title": "New and worse findings (after against before)",
+               "findings_empty": "No new or worse findings: the after trace shows no problem the before trace did "
+                                 "not, and none it shares loses twice the time it did."},
     )
 
 
@@ -126,10 +127,13 @@ def _cards(d: TraceDiff) -> list[Card]:
 
 
 def _introduced(d: TraceDiff) -> list[Finding]:
-    rows = d.findings.filter(pl.col("status") == "introduced")
-    return [Finding(id=r["rule"], severity=r["severity"], title=f"new: {r['title']}",
+    """The findings after brought in, then those it made worse (`extras.findings`)."""
+    rows = d.findings.filter(pl.col("status").is_in(["introduced", "worse"]))
+    return [Finding(id=r["rule"], severity=r["severity"],
+                    title=f"{'new' if r['status'] == 'introduced' else 'worse'}: {r['title']}",
                     time_lost=fmt.ns(r["time_lost_after_ns"]), time_lost_ns=int(r["time_lost_after_ns"]),
-                    share="introduced by after", evidence=[],
+                    share="introduced by after" if r["status"] == "introduced"
+                    else f"was {fmt.ns(r['time_lost_before_ns'])} before", evidence=[],
                     advice="The after trace's own report (tracekit report) has the evidence and what to change.")
             for r in rows.iter_rows(named=True)]
 
@@ -278,7 +282,8 @@ def _findings_section(d: TraceDiff) -> Section:
         ("time_lost_after_ns", "time lost after", "ns")], limit=None)
     paras = [] if d.findings.height else ["No findings on either side (or the findings engine did not run)."]
     return Section(id="findings-diff", title="Findings resolved and introduced", tables=[t], paragraphs=paras,
-                   intro="Findings matched by rule id: introduced (after only), resolved (before only), persisting.")
+                   intro="Findings matched by rule id: introduced (after only), worse (both, losing at least "
+                         "twice the time and 1 ms more after), resolved (before only), persisting (both).")
 
 
 def _comparable_section(d: TraceDiff) -> Section:

@@ -130,9 +130,11 @@ def _idle(summary: pl.DataFrame, per: str) -> str | None:
 
 def _findings(f: pl.DataFrame) -> str | None:
     parts = []
-    for status in ("resolved", "introduced"):
+    for status in ("resolved", "introduced", "worse"):
         rules = f.filter(pl.col("status") == status)["rule"].to_list()
         if rules:
             more = f", +{len(rules) - 3} more" if len(rules) > 3 else ""
             parts.append(f"{len(rules)} {status} ({', '.join(rules[:3])}{more})")
-    return "findings: " + " and ".join(parts) if parts else None
+    if not parts:
+        return None
+    return "findings: " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
