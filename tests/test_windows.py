@@ -84,6 +84,25 @@ def test_warmup_is_strictly_above_one_and_a_half_medians(tmp_path, first_ns: int
     assert w.instances["warmup"].to_list() == [warmup, False, False]
 
 
+def test_an_empty_last_step_does_not_make_the_real_one_a_warmup(tmp_path) -> None:
+    """The profiler opens ProfilerStep#2 as it stops: 50 µs, no GPU work. The 1 ms step before
+    it is the capture's only real step, not a warm-up; with a second real step it would be."""
+    def trace(real_steps: int):
+        b = TraceBuilder()
+        for i in range(real_steps):
+            t = i * 2_000_000
+            b.annotation(f"ProfilerStep#{i + 1}", t, 1_000_000 if i == 0 else 400_000)
+            b.launch_kernel("k", launch_ns=t + 10_000, launch_dur_ns=5_000, start_ns=t + 20_000, dur_ns=100_000)
+        b.annotation(f"ProfilerStep#{real_steps + 1}", real_steps * 2_000_000, 50_000)
+        (tmp_path / str(real_steps)).mkdir()
+        return windows(b.load(tmp_path / str(real_steps)))
+
+    one = trace(1)
+    assert (one.instances["warmup"].to_list(), one.warmup_steps) == ([False, False], 0)
+    two = trace(2)  # 1 ms against the other real step's 0.4 ms: a warm-up
+    assert (two.instances["warmup"].to_list(), two.warmup_steps) == ([True, False, False], 1)
+
+
 def test_window_bounds_matching(two_steps: Trace) -> None:
     def names(pattern: str) -> list[str]:
         return window_bounds(two_steps, pattern)["window_name"].to_list()

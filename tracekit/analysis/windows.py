@@ -23,7 +23,10 @@ median, min, max and coefficient of variation (population std / mean) of `cpu_ns
 `gpu_ns` and `gpu_busy_ns` over the instances not flagged as warm-up.
 
 Warm-up: the first instance of a kind (by start) is flagged when its `cpu_ns` is more than
-1.5 times the median `cpu_ns` of the other instances (needs at least two instances).
+1.5 times the median `cpu_ns` of the other instances (needs at least two instances). When
+the kind launches GPU work, only the others that launched some count: the last
+`ProfilerStep#N` of many captures is opened as the profiler stops and holds nothing, and
+the one real step before it is no warm-up.
 """
 
 from __future__ import annotations
@@ -168,7 +171,10 @@ def _instances(rows: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         gpu_events=pl.col("gpu_events").fill_null(0),
     ).sort("start_ns", "eid")
     order = pl.int_range(pl.len()).over("kind")
-    others = pl.col("cpu_ns").filter(order > 0).median().over("kind")
+    # of a kind that launches GPU work, an instance that launched none (the empty
+    # `ProfilerStep#N` the profiler opens as it stops) is no measure of a normal step
+    gpu_kind = (pl.col("gpu_events") > 0).any().over("kind")
+    others = pl.col("cpu_ns").filter((order > 0) & ((pl.col("gpu_events") > 0) | ~gpu_kind)).median().over("kind")
     first_slow = (order == 0) & (pl.len().over("kind") >= 2) & (pl.col("cpu_ns") > WARMUP_FACTOR * others)
     out = out.with_columns(warmup=first_slow.fill_null(False))
     return out.select(list(INSTANCE_SCHEMA)).cast(INSTANCE_SCHEMA).collect(engine=ENGINE)
