@@ -472,7 +472,7 @@ def test_output_cut_short_by_the_disk_leaves_the_old_file(command, inputs, tmp_p
 
 def test_max_bytes_sizes_and_output_errors(tmp_path):
     """`--max-bytes` takes suffixes; a failed write is a one-line TraceError (exit 2), not exit 3."""
-    from tracekit.cli.common import write_output
+    from tracekit.atomic import write_output
     from tracekit.cli.options import Size
     from tracekit.errors import OutputError
 
