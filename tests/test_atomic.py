@@ -60,3 +60,21 @@ def test_commands_write_with_the_umask_permissions(tmp_path, umask_027, command)
     assert main(args) == 0
     (out,) = [p for p in tmp_path.iterdir() if p.name.startswith("out")]
     assert mode(out) == 0o640
+
+
+def test_a_file_system_that_refuses_chmod_still_gets_the_file(tmp_path, monkeypatch):
+    def refuse(fd, mode):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refuse)
+    opened = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    write_file(tmp_path / "out.txt", "kept")
+    assert (tmp_path / "out.txt").read_text() == "kept" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    if opened is not None:
+        assert len(os.listdir("/proc/self/fd")) == opened  # no descriptor left open
+
+
+def test_the_mode_follows_the_umask_without_touching_it(umask_027):
+    from tracekit.atomic import file_mode
+
+    assert file_mode() == 0o640 and os.umask(0o027) == 0o027  # read, not changed

@@ -48,9 +48,21 @@ def test_purge_can_be_turned_off():
     assert int(before) - int(after) < 50
 
 
-def test_nothing_to_purge_before_polars_is_imported():
-    assert run("import sys; from tracekit import jemalloc; print(jemalloc.purge(), 'polars' in sys.modules)") == [
-        "False", "False"]
+@linux
+def test_nothing_to_purge_before_polars_is_imported_and_then_there_is():
+    code = ("import sys; from tracekit import jemalloc; print(jemalloc.purge(), 'polars' in sys.modules); "
+            "import polars; print(jemalloc.purge())")
+    assert run(code) == ["False", "False", "True"]
+
+
+@linux
+def test_another_mapping_of_the_library_does_not_mislead_it():
+    """A reader that maps Polars' library itself (a Rust backtrace does) adds a mapping of the
+    file at offset 0 below the loader's: the address must not be taken from the mappings."""
+    code = ("import mmap, sys, polars; from tracekit import jemalloc; "
+            "f = open(sys.modules['polars._plr'].__file__, 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
+            "print(jemalloc.purge())")
+    assert run(code) == ["True"]
 
 
 def test_a_file_that_is_not_elf_has_no_symbol(tmp_path):
@@ -94,7 +106,7 @@ def test_symbol_and_load_address_of_a_made_elf(tmp_path):
     with open(path, "rb") as fh:
         assert jemalloc._symbol(fh, b"_rjem_mallctl") == 0x700
         assert jemalloc._symbol(fh, b"missing") is None
-        assert jemalloc._first_load_address(fh) == 0x1000
+        assert jemalloc._symbol(fh, b"_rjem_mallctl", jemalloc.SHT_DYNSYM) is None  # not exported
 
 
 def test_a_stripped_file_has_no_symbol(tmp_path):

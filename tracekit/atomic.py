@@ -20,9 +20,16 @@ SUFFIX = ".tmp"
 
 
 def file_mode() -> int:
-    """The permissions `open()` gives a new file in this process (0666 less the umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
+    """The permissions `open()` gives a new file in this process (0666 less the umask).
+
+    Read from `/proc/self/status` where there is one: setting the umask to read it back
+    would change it for a moment for every thread of the process."""
+    try:
+        with open("/proc/self/status") as fh:
+            umask = next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0)
+        os.umask(umask)
     return 0o666 & ~umask
 
 
@@ -33,8 +40,11 @@ def write_file(path: str | os.PathLike[str], content: bytes | str | Callable[[IO
     target = Path(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=SUFFIX, dir=target.parent)
     try:
-        os.fchmod(fd, file_mode() if mode is None else mode)
         with os.fdopen(fd, "wb") as fh:
+            try:
+                os.fchmod(fh.fileno(), file_mode() if mode is None else mode)
+            except OSError:  # a file system without modes (vfat, some network mounts)
+                pass
             if callable(content):
                 content(fh)
             else:

@@ -4,11 +4,12 @@ Polars allocates with jemalloc, which keeps freed pages for `dirty_decay_ms` (50
 Polars' default) before it returns them. A load frees its chunk parts while it builds
 the frames, so with that decay a script's peak held both. jemalloc can be told to purge
 at once (`mallctl("arena.<all>.purge")`), but Polars does not export `mallctl`: the
-function is found here by name in the symbol table of Polars' shared library, at the
-address that library is mapped at (`/proc/self/maps`).
+function is found here by name in the symbol table of Polars' shared library, and placed by
+an exported function of the same library whose address the dynamic loader gives.
 
 Anything unexpected (not Linux, not a 64-bit little-endian ELF, no symbol table, no such
-symbol, a `version` answer that is not jemalloc 5) leaves `purge` a no-op. The lookup reads
+symbol, an address outside the library's code, a `version` answer that is not jemalloc 5)
+leaves `purge` a no-op. The lookup reads
 the library's symbol table once per process, from its end, where jemalloc's names are
 (a millisecond or two on this machine; the whole table, 40 MB, would take 20 ms).
 `TRACEKIT_JEMALLOC_PURGE=0` turns it off.
@@ -17,20 +18,22 @@ the library's symbol table once per process, from its end, where jemalloc's name
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import struct
 import sys
+import threading
 from collections.abc import Callable
 
 SYMBOL = b"_rjem_mallctl"  # jemalloc's mallctl as Rust's tikv-jemallocator names it
 ALL_ARENAS = 4096  # MALLCTL_ARENAS_ALL
 STEP = 1 << 20  # bytes of the file read at a time
 SHT_SYMTAB = 2
+SHT_DYNSYM = 11
 STT_FUNC = 2
-PT_LOAD = 1
 
 MallCtl = Callable[[bytes, object, object, object, int], int]
+_resolved: list[MallCtl | None] = []  # [mallctl or None] once Polars' library was looked at
+_lock = threading.Lock()
 
 
 def purge() -> bool:
@@ -41,29 +44,45 @@ def purge() -> bool:
     return mallctl(f"arena.{ALL_ARENAS}.purge".encode(), None, None, None, 0) == 0
 
 
-@functools.cache
 def _mallctl() -> MallCtl | None:
+    """jemalloc's `mallctl`, looked up once Polars' library is loaded (None before, and for
+    good when it cannot be found or trusted)."""
+    if _resolved:
+        return _resolved[0]
     if os.environ.get("TRACEKIT_JEMALLOC_PURGE", "1") == "0" or not sys.platform.startswith("linux"):
         return None
-    try:
-        return _resolve()
-    except (OSError, ValueError, struct.error, StopIteration):
+    library = _polars_library()
+    if library is None:  # not imported yet: look again next time
         return None
+    with _lock:
+        if not _resolved:
+            try:
+                _resolved.append(_resolve(library))
+            except Exception:  # noqa: BLE001 (a file not as expected: no purge, never a failed load)
+                _resolved.append(None)
+    return _resolved[0]
 
 
-def _resolve() -> MallCtl | None:
-    mapped = _polars_library()
-    if mapped is None:
-        return None
-    path, start = mapped
+def _resolve(path: str) -> MallCtl | None:
+    """`mallctl` in the loaded library at `path`: its address in the symbol table plus where
+    the dynamic loader put the library, measured on an exported function (`PyInit_…`,
+    whose address the loader gives and whose place in the table is known). The result must
+    fall in an executable mapping of that same file, and answer `version` as jemalloc 5."""
+    anchor = "PyInit_" + os.path.basename(path).split(".")[0]
     with open(path, "rb", buffering=0) as fh:
         found = _symbol(fh, SYMBOL)
-        if found is None:
-            return None
-        base = start - _first_load_address(fh)
+        at = _symbol(fh, anchor.encode(), SHT_DYNSYM)  # a small table: quick to read
+    if found is None or at is None:
+        return None
+    exported = ctypes.cast(getattr(ctypes.CDLL(path), anchor), ctypes.c_void_p).value
+    if not exported:
+        return None
+    address = exported - at + found
+    if not _executable(path, address):
+        return None
     proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_void_p, ctypes.c_size_t)
-    mallctl = proto(base + found)
+    mallctl = proto(address)
     version = ctypes.c_char_p()
     size = ctypes.c_size_t(ctypes.sizeof(version))
     if mallctl(b"version", ctypes.byref(version), ctypes.byref(size), None, 0) != 0:
@@ -73,20 +92,29 @@ def _resolve() -> MallCtl | None:
     return mallctl
 
 
-def _polars_library() -> tuple[str, int] | None:
-    """The path of Polars' compiled library and where its first page is mapped, if Polars is loaded."""
-    if "polars" not in sys.modules:
-        return None
+def _polars_library() -> str | None:
+    """The path of Polars' compiled library, if Polars imported it (`polars._plr`, or the
+    runtime package's module that holds it)."""
+    candidates = [m for name, m in list(sys.modules.items())
+                  if name == "polars._plr" or name.split(".")[0].startswith("_polars_runtime")]
+    for module in candidates:
+        path = getattr(module, "__file__", None) or ""
+        if path.endswith(".so"):
+            return os.path.realpath(path)
+    return None
+
+
+def _executable(path: str, address: int) -> bool:
+    """Whether `address` lies in an executable mapping of the file at `path`."""
     with open("/proc/self/maps") as fh:
         for line in fh:
             fields = line.split(maxsplit=5)
-            if len(fields) < 6 or int(fields[2], 16) != 0:
+            if len(fields) < 6 or "x" not in fields[1] or fields[5].strip() != path:
                 continue
-            path = fields[5].strip()
-            name = os.path.basename(path)
-            if name.endswith(".so") and "polars" in name:
-                return path, int(fields[0].split("-")[0], 16)
-    return None
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                return True
+    return False
 
 
 def _header(fh) -> bytes:
@@ -97,31 +125,16 @@ def _header(fh) -> bytes:
     return head
 
 
-def _first_load_address(fh) -> int:
-    """The virtual address of the segment mapped from the file's first page."""
-    head = _header(fh)
-    phoff, = struct.unpack_from("<Q", head, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-    fh.seek(phoff)
-    table = fh.read(phentsize * phnum)
-    for i in range(phnum):
-        p_type, _flags, p_offset, p_vaddr = struct.unpack_from("<IIQQ", table, i * phentsize)
-        if p_type == PT_LOAD:
-            if p_offset != 0:
-                raise ValueError("first segment does not start at the file's start")
-            return p_vaddr & ~0xFFF
-    raise ValueError("no loadable segment")
-
-
-def _symbol(fh, name: bytes) -> int | None:
-    """The address of the function `name` in the file's symbol table (`.symtab`)."""
+def _symbol(fh, name: bytes, table: int = SHT_SYMTAB) -> int | None:
+    """The address of the function `name` in the file's symbol table (`.symtab`; or the
+    table of exported symbols, `.dynsym`, with SHT_DYNSYM)."""
     head = _header(fh)
     shoff, = struct.unpack_from("<Q", head, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
     fh.seek(shoff)
-    table = fh.read(shentsize * shnum)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
-    symtab = next((s for s in sections if s[1] == SHT_SYMTAB), None)
+    headers = fh.read(shentsize * shnum)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", headers, i * shentsize) for i in range(shnum)]
+    symtab = next((s for s in sections if s[1] == table), None)
     if symtab is None:  # stripped
         return None
     _n, _t, _f, _a, offset, size, link, _i, _al, entsize = symtab
