@@ -135,3 +135,15 @@ def test_find_returns_the_last_match_wherever_the_reads_cut(size, at, step):
     finally:
         jemalloc.STEP = old
     assert found == (None if expected < 0 else expected + 4)
+
+
+@linux
+def test_odd_modules_and_mapped_names_neither_raise_nor_stop_the_purge(tmp_path):
+    """A non-text key in sys.modules, and a mapped file whose name is not UTF-8 listed before
+    Polars' code, must not escape `purge()` or turn it off."""
+    odd = os.fsencode(str(tmp_path)) + b"/\xff.bin"
+    code = ("import mmap, os, sys, polars; from tracekit import jemalloc; "
+            "sys.modules[('not', 'text')] = sys; "
+            f"fd = os.open({odd!r}, os.O_RDWR | os.O_CREAT); os.ftruncate(fd, 1 << 20); "
+            "m = mmap.mmap(fd, 1 << 20); m[0] = 1; print(jemalloc.purge())")
+    assert run(code) == ["True"]

@@ -46,39 +46,46 @@ def purge() -> bool:
 
 def _mallctl() -> MallCtl | None:
     """jemalloc's `mallctl`, looked up once Polars' library is loaded (None before, and for
-    good when it cannot be found or trusted)."""
+    good when it cannot be found or trusted). Never raises."""
     if _resolved:
         return _resolved[0]
-    if os.environ.get("TRACEKIT_JEMALLOC_PURGE", "1") == "0" or not sys.platform.startswith("linux"):
+    try:
+        if os.environ.get("TRACEKIT_JEMALLOC_PURGE", "1") == "0" or not sys.platform.startswith("linux"):
+            return None
+        library = _polars_library()
+        if library is None:  # not imported yet: look again next time
+            return None
+        with _lock:
+            if not _resolved:
+                try:
+                    _resolved.append(_resolve(library))
+                except Exception:  # noqa: BLE001 (a file not as expected: no purge, never a failed load)
+                    _resolved.append(None)
+        return _resolved[0]
+    except Exception:  # noqa: BLE001 (an odd sys.modules or environment: no purge)
         return None
-    library = _polars_library()
-    if library is None:  # not imported yet: look again next time
-        return None
-    with _lock:
-        if not _resolved:
-            try:
-                _resolved.append(_resolve(library))
-            except Exception:  # noqa: BLE001 (a file not as expected: no purge, never a failed load)
-                _resolved.append(None)
-    return _resolved[0]
 
 
 def _resolve(path: str) -> MallCtl | None:
     """`mallctl` in the loaded library at `path`: its address in the symbol table plus where
     the dynamic loader put the library, measured on an exported function (`PyInit_…`,
-    whose address the loader gives and whose place in the table is known). The result must
-    fall in an executable mapping of that same file, and answer `version` as jemalloc 5."""
+    whose address the loader gives and whose place in the table is known). The library
+    must be the one already loaded (`RTLD_NOLOAD`: never a second copy), the result must fall
+    in an executable mapping of the very file the tables were read from (device and inode),
+    and it must answer `version` as jemalloc 5."""
     anchor = "PyInit_" + os.path.basename(path).split(".")[0]
     with open(path, "rb", buffering=0) as fh:
         found = _symbol(fh, SYMBOL)
         at = _symbol(fh, anchor.encode(), SHT_DYNSYM)  # a small table: quick to read
+        read = os.fstat(fh.fileno())
     if found is None or at is None:
         return None
-    exported = ctypes.cast(getattr(ctypes.CDLL(path), anchor), ctypes.c_void_p).value
+    loaded = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)  # OSError when not loaded
+    exported = ctypes.cast(getattr(loaded, anchor), ctypes.c_void_p).value
     if not exported:
         return None
     address = exported - at + found
-    if not _executable(path, address):
+    if not _executable(address, read.st_dev, read.st_ino):
         return None
     proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_void_p, ctypes.c_size_t)
@@ -93,25 +100,27 @@ def _resolve(path: str) -> MallCtl | None:
 
 
 def _polars_library() -> str | None:
-    """The path of Polars' compiled library, if Polars imported it (`polars._plr`, or the
-    runtime package's module that holds it)."""
-    candidates = [m for name, m in list(sys.modules.items())
-                  if name == "polars._plr" or name.split(".")[0].startswith("_polars_runtime")]
-    for module in candidates:
-        path = getattr(module, "__file__", None) or ""
-        if path.endswith(".so"):
+    """The path of the compiled library Polars uses (`polars._plr`'s; else a runtime
+    package's module), if Polars was imported."""
+    modules = dict(sys.modules)
+    plr = modules.get("polars._plr")
+    runtime = [m for name, m in modules.items() if isinstance(name, str) and name.startswith("_polars_runtime")]
+    for module in ([plr] if plr is not None else runtime):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.endswith(".so"):
             return os.path.realpath(path)
     return None
 
 
-def _executable(path: str, address: int) -> bool:
-    """Whether `address` lies in an executable mapping of the file at `path`."""
-    with open("/proc/self/maps") as fh:
+def _executable(address: int, device: int, inode: int) -> bool:
+    """Whether `address` lies in an executable mapping of the file (`device`, `inode`)."""
+    dev = f"{os.major(device):02x}:{os.minor(device):02x}".encode()
+    with open("/proc/self/maps", "rb") as fh:  # bytes: mapped names need not be UTF-8
         for line in fh:
             fields = line.split(maxsplit=5)
-            if len(fields) < 6 or "x" not in fields[1] or fields[5].strip() != path:
+            if len(fields) < 5 or b"x" not in fields[1] or fields[3] != dev or int(fields[4]) != inode:
                 continue
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            lo, hi = (int(x, 16) for x in fields[0].split(b"-"))
             if lo <= address < hi:
                 return True
     return False
