@@ -192,10 +192,13 @@ def chosen() -> bool:
     A script that left them as they come (jemalloc as Polars sets it, 500 ms; glibc's arena
     per thread) gets the purges and trims. Ten rounds of alternating loads of the 54 MB
     trace, each `tracekit.load` alone in a fresh process: peak RSS median 139 MiB (136-142)
-    with both, 157 MiB (154-166) with the trims alone, 160.5 MiB (157-170) with neither; the
-    time 0.380 s, 0.355 s and 0.367 s (medians; 0.30-0.42 s in all). In earlier rounds the
-    purges alone peaked at 146 MiB (138-151), and trims after every chunk or every four
-    chunks at 136 and 141 MiB."""
+    with both, 157 MiB (154-166) with the trims alone, 160.5 MiB (157-170) with neither.
+    They cost time, as pages handed back are faulted in again: medians 0.380 s against
+    0.367 s in that set, 0.507 s against 0.421 s in a slower hour (8 rounds), and 0.402 s
+    against 0.339 s for the purges alone (8 rounds; 149 against 160 MiB). Purging after the
+    three largest frames only saved a third of that time for a peak 1-9 MiB higher. On the
+    1 GB trace the load took the same time or less (5.7 s against 6.0-6.1 s) and peaked at
+    1,338 MiB against 1,642-1,655 MiB."""
     return _decay_chosen or _users_jemalloc() is not None or "MALLOC_ARENA_MAX" in os.environ
 
 
