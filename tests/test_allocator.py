@@ -144,8 +144,7 @@ def test_trim_is_left_to_chosen_allocators(monkeypatch):
     monkeypatch.setattr(allocator, "_glibc", lambda name, *args: calls.append(name))
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.setattr(allocator, "_users_jemalloc", lambda: None)
-    monkeypatch.setattr(allocator, "_decay_chosen", False)
     allocator.trim()
-    monkeypatch.setattr(allocator, "_decay_chosen", True)
+    monkeypatch.setattr(allocator, "_users_jemalloc", lambda: allocator.JEMALLOC)  # as `configure` leaves it
     allocator.trim()
     assert calls == ["malloc_trim"]

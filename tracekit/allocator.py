@@ -76,19 +76,16 @@ JEMALLOC = _settings(DECAY_MS)
 ANALYSIS_JEMALLOC = _settings(ANALYSIS_DECAY_MS)
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 GZIP_MAGIC = b"\x1f\x8b"
-_decay_chosen = False  # `configure` set jemalloc's decay in this process
 
 
 def configure(trace_bytes: int | None = None, analyses: bool = True) -> bool:
     """Apply the settings for traces of `trace_bytes` of JSON in all (None: unknown, as
     large), loaded to be analysed (`analyses`) or only loaded; False when Polars was
     imported already (jemalloc is then fixed)."""
-    global _decay_chosen
     if "polars" in sys.modules:
         return False
     if _users_jemalloc() is None:
         os.environ["_RJEM_MALLOC_CONF"] = jemalloc_settings(trace_bytes, analyses)
-        _decay_chosen = True
     if "MALLOC_ARENA_MAX" not in os.environ:
         _one_arena()
     return True
@@ -186,7 +183,8 @@ def trim() -> None:
 
 def chosen() -> bool:
     """Whether `configure` or the user (`_RJEM_MALLOC_CONF`, `MALLOC_ARENA_MAX`) set this
-    process's allocators up. A load then leaves them to it (`purge`, `trim`): the command's
+    process's allocators up (`configure` writes its settings into `_RJEM_MALLOC_CONF`, so
+    `_users_jemalloc` finds them as it finds a user's). A load then leaves them to it (`purge`, `trim`): the command's
     decay is chosen for its traces' size, and pages kept on purpose would be fetched again.
 
     A script that left them as they come (jemalloc as Polars sets it, 500 ms; glibc's arena
@@ -199,7 +197,7 @@ def chosen() -> bool:
     three largest frames only saved a third of that time for a peak 1-9 MiB higher. On the
     1 GB trace the load took the same time or less (5.7 s against 6.0-6.1 s) and peaked at
     1,338 MiB against 1,642-1,655 MiB."""
-    return _decay_chosen or _users_jemalloc() is not None or "MALLOC_ARENA_MAX" in os.environ
+    return _users_jemalloc() is not None or "MALLOC_ARENA_MAX" in os.environ
 
 
 def _glibc(function: str, *args: int) -> None:
