@@ -222,11 +222,20 @@ def blocking_call(name: pl.Expr) -> pl.Expr:
     return name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")
 
 
+def blocking_runtime(trace: Trace) -> pl.Expr:
+    """Runtime rows (`name`, `eid`) that block until GPU work is done: `blocking_call` by
+    name (the patterns run on the trace's distinct call names), and the async copies to
+    pageable memory (`syncs.blocking_copies`)."""
+    name = pl.col("name")
+    names = trace.runtime.lazy().select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
+    return name.is_in(names.implode()) | pl.col("eid").is_in(blocking_copies(trace).implode())
+
+
 def _blocking(trace: Trace) -> pl.DataFrame:
     """CPU intervals that block on the GPU: sync API calls, synchronous copies (async ones to
     pageable memory too: `syncs.blocking_copies`), item/nonzero."""
     name = pl.col("name")
-    calls = trace.runtime.filter(blocking_call(name) | pl.col("eid").is_in(blocking_copies(trace).implode()))
+    calls = trace.runtime.filter(blocking_runtime(trace))
     ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
     cols = ["pid", "tid", "ts_ns", "end_ns"]
     return pl.concat([calls.select(cols), ops.select(cols)])

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.gaps import blocking_call
-from tracekit.analysis.syncs import blocking_copies
+from tracekit.analysis.gaps import blocking_runtime
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import ENGINE, Trace
 
@@ -56,10 +55,7 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
                .sort(["total", "pid", "tid"], descending=[True, False, False]).head(max_lanes).collect(engine=ENGINE))
     if busiest.is_empty():
         return []
-    # runtime calls are launches unless they block; the patterns run on the distinct names
-    name = pl.col("name")
-    blocking = rt.select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
-    sync = name.is_in(blocking.implode()) | pl.col("eid").is_in(blocking_copies(trace).implode())
+    sync = blocking_runtime(trace)  # runtime calls are launches unless they block
     calls = rt.select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns",
                       cls=pl.when(sync).then(pl.lit("sync")).otherwise(pl.lit("launch")),
                       prio=pl.when(sync).then(3).otherwise(2).cast(pl.Int64))
