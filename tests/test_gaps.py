@@ -339,26 +339,21 @@ def test_item_waiting_for_the_stream_is_a_sync_stall_a_later_blocking_launch_is_
 def test_an_async_copy_to_pageable_memory_blocks_like_a_sync(tmp_path):
     """cudaMemcpyAsync to pageable host memory returns only once its copy is done: the gap
     after it is the sync's (without that, the CPU's 5.5 us lateness would make it launch-bound)."""
-    b = TraceBuilder()
-    ext = b.op("aten::mm", 1_000, 5_000)
-    b.launch_kernel("K1", launch_ns=2_000, launch_dur_ns=3_000, start_ns=6_000, dur_ns=44_000, ext=ext)
-    ext = b.op("aten::to", 10_000, 46_000)
-    b.launch_copy("DtoH (Device -> Pageable)", ext=ext, launch_ns=12_000, launch_dur_ns=42_500, start_ns=50_000,
-                  dur_ns=2_000, nbytes=1 << 20)  # cudaMemcpyAsync, CPU [12,000, 54,500]
-    ext = b.op("aten::add", 56_000, 2_000)
-    b.launch_kernel("K2", launch_ns=56_500, launch_dur_ns=1_000, start_ns=60_000, dur_ns=10_000, ext=ext)
-    trace = b.load(tmp_path)
-    dev = gaps(trace).gaps.filter(pl.col("scope") == "device")
-    assert dev.select("start_ns", "gap_ns", "late_ns", "cause", "sync_ns").rows() == [
+    def device_gaps(kind: str) -> pl.DataFrame:
+        b = TraceBuilder()
+        ext = b.op("aten::mm", 1_000, 5_000)
+        b.launch_kernel("K1", launch_ns=2_000, launch_dur_ns=3_000, start_ns=6_000, dur_ns=44_000, ext=ext)
+        ext = b.op("aten::to", 10_000, 46_000)
+        b.launch_copy(kind, ext=ext, launch_ns=12_000, launch_dur_ns=42_500, start_ns=50_000,
+                      dur_ns=2_000, nbytes=1 << 20)  # cudaMemcpyAsync, CPU [12,000, 54,500]
+        ext = b.op("aten::add", 56_000, 2_000)
+        b.launch_kernel("K2", launch_ns=56_500, launch_dur_ns=1_000, start_ns=60_000, dur_ns=10_000, ext=ext)
+        folder = tmp_path / kind.split()[-1].rstrip(")")
+        folder.mkdir()
+        return gaps(b.load(folder)).gaps.filter(pl.col("scope") == "device")
+
+    assert device_gaps("DtoH (Device -> Pageable)").select("start_ns", "gap_ns", "late_ns", "cause", "sync_ns").rows() == [
         (52_000, 8_000, 5_500, "sync_stall", 42_500)]
-    pinned = TraceBuilder()  # the same times with pinned memory: not a blocking call, the CPU was late
-    ext = pinned.op("aten::mm", 1_000, 5_000)
-    pinned.launch_kernel("K1", launch_ns=2_000, launch_dur_ns=3_000, start_ns=6_000, dur_ns=44_000, ext=ext)
-    ext = pinned.op("aten::to", 10_000, 46_000)
-    pinned.launch_copy("DtoH (Device -> Pinned)", ext=ext, launch_ns=12_000, launch_dur_ns=42_500, start_ns=50_000,
-                       dur_ns=2_000, nbytes=1 << 20)
-    ext = pinned.op("aten::add", 56_000, 2_000)
-    pinned.launch_kernel("K2", launch_ns=56_500, launch_dur_ns=1_000, start_ns=60_000, dur_ns=10_000, ext=ext)
-    (tmp_path / "pinned").mkdir()
-    row = gaps(pinned.load(tmp_path / "pinned")).gaps.filter(pl.col("scope") == "device").row(0, named=True)
+    # the same times with pinned memory: not a blocking call, the CPU was late
+    row = device_gaps("DtoH (Device -> Pinned)").row(0, named=True)
     assert (row["cause"], row["sync_ns"]) == ("launch_bound", 0)
