@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 
 SYMBOL = b"_rjem_mallctl"  # jemalloc's mallctl as Rust's tikv-jemallocator names it
-ALL_ARENAS = 4096  # MALLCTL_ARENAS_ALL
+PURGE = b"arena.4096.purge"  # every arena (4096: MALLCTL_ARENAS_ALL)
 STEP = 1 << 20  # bytes of the file read at a time
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
@@ -41,7 +41,7 @@ def purge() -> bool:
     mallctl = _mallctl()
     if mallctl is None:
         return False
-    return mallctl(f"arena.{ALL_ARENAS}.purge".encode(), None, None, None, 0) == 0
+    return mallctl(PURGE, None, None, None, 0) == 0
 
 
 def _mallctl() -> MallCtl | None:
