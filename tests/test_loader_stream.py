@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import tracekit
 from tracekit.loader import cache as tkcache
 from tracekit.loader import load_file, loads
+from tracekit.loader.constants import constant_columns
 from tracekit.loader.workers import helper_available
 from tracekit.model import Trace
 
@@ -221,16 +222,81 @@ def test_cached_frames_come_back_in_one_chunk_as_a_fresh_load_gives_them(tmp_pat
         assert plain.frames()[name].n_chunks() <= 1, name
 
 
-def test_columns_of_nulls_are_made_anew_with_their_types():
+def test_columns_of_one_value_become_constant_columns():
     enum = pl.Enum(["a", "b"])
     frame = pl.DataFrame({"text": [None, None, None], "n": [None, None, None], "e": [None, None, None],
-                          "l": [None, None, None], "some": ["x", None, "y"]},
-                         schema={"text": pl.String, "n": pl.Int64, "e": enum, "l": pl.List(pl.Int64), "some": pl.String})
-    out = tkcache.null_columns_unbacked(frame)
+                          "l": [None, None, None], "some": ["x", None, "y"], "same": ["cpu_op"] * 3,
+                          "k": [7, 7, 7], "f": [1.5, 1.5, 1.5], "b": [True, True, True], "mixed": [1, 1, 2],
+                          "tail_null": ["x", "x", None]},
+                         schema={"text": pl.String, "n": pl.Int64, "e": enum, "l": pl.List(pl.Int64), "some": pl.String,
+                                 "same": pl.String, "k": pl.Int64, "f": pl.Float64, "b": pl.Boolean, "mixed": pl.Int64,
+                                 "tail_null": pl.String})
+    out = constant_columns(frame)
     assert out.schema == frame.schema and out.equals(frame)
-    assert out["some"].to_list() == ["x", None, "y"]
+    assert out["some"].to_list() == ["x", None, "y"] and out["tail_null"].to_list() == ["x", "x", None]
+    # at any length the constant ones hold one value; the varying ones (and floats, never
+    # folded) keep a value a row, and a filter of the frame copies nothing for the former
+    varying = ["some", "f", "mixed", "tail_null"]
+    constant = [c for c in frame.columns if c not in varying]
+    long = pl.concat([frame] * 1000)
+    folded = constant_columns(long)
+    rows = pl.Series([True, False, True] * 1000)
+    for f in (folded, folded.filter(rows)):
+        assert f.select(constant).estimated_size() < 64
+        assert f.select("mixed").estimated_size() >= 8 * f.height and f.select("f").estimated_size() >= 8 * f.height
+    assert folded.filter(rows).equals(long.filter(rows))
+    assert long.select(constant).estimated_size() > 8 * long.height
     empty = frame.clear()
-    assert tkcache.null_columns_unbacked(empty).equals(empty)
+    assert constant_columns(empty).equals(empty)
+    one = frame.head(1)
+    assert constant_columns(one).equals(one)
+
+
+@st.composite
+def _frames(draw):
+    n = draw(st.integers(0, 30))
+    texts = st.one_of(st.none(), st.sampled_from(["", "a", "cpu_op", "a long name past twelve bytes"]))
+    ints = st.one_of(st.none(), st.sampled_from([-(2**63), -1, 0, 1, 2**63 - 1]))
+    floats = st.one_of(st.none(), st.sampled_from([0.0, -0.0, float("nan"), 1.5]))
+    columns = {"key": pl.Series(range(n), dtype=pl.Int64)}
+    for i in range(draw(st.integers(1, 5))):
+        kind, dtype = draw(st.sampled_from([(texts, pl.String), (ints, pl.Int64), (floats, pl.Float64),
+                                            (st.one_of(st.none(), st.booleans()), pl.Boolean)]))
+        values = draw(st.lists(kind, min_size=n, max_size=n) | st.builds(lambda v: [v] * n, kind))
+        columns[f"c{i}"] = pl.Series(values, dtype=dtype)
+    return pl.DataFrame(columns)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_frames(), st.integers(0, 2**32))
+def test_property_constant_columns_read_as_the_frame_did(frame, seed):
+    """Whatever the columns, the frame reads the same, and filters, gathers, sorts, joins and
+    concatenations of it give what they gave on the frame as it was."""
+    out = constant_columns(frame)
+    assert out.schema == frame.schema and out.equals(frame)
+    mask = pl.Series([(seed >> (i % 32)) & 1 == 1 for i in range(frame.height)], dtype=pl.Boolean)
+    order = pl.Series([(i * 7 + seed) % max(frame.height, 1) for i in range(frame.height)], dtype=pl.Int64)
+    other = pl.DataFrame({"key": pl.Series(range(0, 40, 3), dtype=pl.Int64)})
+    for f in (lambda d: d.filter(mask), lambda d: d.gather(order), lambda d: d.sort("key", descending=True),
+              lambda d: d.join(other, on="key", how="left", maintain_order="left"),
+              lambda d: d.join(other, on="key", how="inner", maintain_order="left"),
+              lambda d: pl.concat([d, d]), lambda d: d.select(pl.all().reverse())):
+        assert f(out).equals(f(frame))
+
+
+def test_a_load_and_the_cache_give_one_value_columns_as_constants(tmp_path):
+    path = busy_trace().write(tmp_path / "t.json.gz")
+    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
+                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+        ops, runtime, flows = trace.ops, trace.runtime, trace.flows
+        # one value (the runtime's pid, the flows' category) or none (sequence_nr): held once;
+        # the columns that vary keep a value a row (sizes first: reading a column as a
+        # Series gives it its rows)
+        assert ops.select("sequence_nr", "fwd_tid").estimated_size() < 64
+        assert runtime.select("cat", "pid").estimated_size() < 64 and flows.select("cat", "name").estimated_size() < 64
+        assert ops.select("ts_ns").estimated_size() >= 8 * ops.height
+        assert runtime["pid"].n_unique() == 1 and flows["cat"].n_unique() == 1
+        assert ops["sequence_nr"].null_count() == ops.height and ops["name"].n_unique() > 1
 
 
 def test_cache_invalidated_when_the_file_changes(tmp_path):

@@ -45,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader import cache as loader_cache
+from tracekit.loader.constants import constant_columns
 from tracekit.model import Trace
 
 FORMAT = "1"  # bump when the entry layout changes
@@ -104,7 +105,7 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
             return None
         # one plan for all: Polars reads (and unpacks) the files in parallel
         frames = pl.collect_all([pl.scan_ipc(entry / f"f{i}.arrow") for i in range(doc["frames"])])
-        frames = [loader_cache.null_columns_unbacked(f) for f in frames]
+        frames = [constant_columns(f) for f in frames]
         analysis = _decode(doc["tree"], frames)
         loader_cache.touch(entry)
         return dataclasses.replace(analysis, trace=trace)

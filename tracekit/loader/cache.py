@@ -146,20 +146,9 @@ def _read_frame(file: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     frame = pl.read_parquet(file, memory_map=False).rechunk()
     if dict(frame.schema) != schema:
         raise ValueError(f"{file.name}: schema differs from the model")
-    return null_columns_unbacked(frame)
+    from tracekit.loader.constants import constant_columns
 
-
-def null_columns_unbacked(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with each column that holds only nulls made anew, as a load makes it: a
-    file read back fills such a column's values (16 bytes a row for text, 8 for a number),
-    a new one leaves them untouched, so they take no memory. (The cached 1 GB trace has
-    eight, 0.14 GB of memory for no value.)"""
-    import polars as pl
-
-    empty = [c for c in frame.columns if frame.height and frame[c].null_count() == frame.height]
-    if not empty:
-        return frame
-    return frame.with_columns(pl.repeat(None, frame.height, dtype=frame.schema[c], eager=True).alias(c) for c in empty)
+    return constant_columns(frame)
 
 
 def write(directory: Path, key: str | None, trace: Trace) -> bool:

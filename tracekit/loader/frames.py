@@ -17,6 +17,7 @@ from tracekit import allocator
 from tracekit import format as fmt
 from tracekit.loader.chrome import pair_spans
 from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame, thread_key
+from tracekit.loader.constants import constant_columns
 from tracekit.loader.events import decode_any
 from tracekit.model import COUNTERS_SCHEMA, ENGINE, SCHEMAS
 
@@ -142,7 +143,7 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     for name in ("ops", "runtime", "gpu", "flows", "instants", "memory"):
         ordered = not extra.get(name) and frames.in_file_order(name)
         lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
-        done[name] = _sorted(lf, name, in_file_order=ordered).collect(engine=ENGINE)
+        done[name] = constant_columns(_sorted(lf, name, in_file_order=ordered).collect(engine=ENGINE))
         allocator.purge()  # this frame's parts are gone: their pages now, not after jemalloc's decay
     done["counters"] = counters_frame(frames.take("counters").collect(engine=ENGINE))
     return {name: done[name] for name in SCHEMAS if name != "warnings"}
