@@ -129,12 +129,17 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     # never copied (a join per step copied every column; on the 1 GB trace's 1.06M gaps
     # that was most of the analysis's peak)
     found = found.hstack(_next_activity(found, links))
+    # a stream's gap that is also its device's (the same hole, the same next work: every gap
+    # of a device with one stream) has the same evidence and blame: they are found once per
+    # distinct gap (`_distinct`), then given to each row
+    distinct, at = _distinct(found)
     # the blame's lookups run beside the evidence's (each is mostly C and Polars, which let
     # go of the GIL): on the 1 GB trace, where the gaps run alone, 0.4 s of 1.8 s
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-gaps") as pool:
-        blame = pool.submit(contextvars.copy_context().run, _blame, found, trace, min_gap_ns)
-        found = found.hstack(_evidence(found, trace, work, links))
-        found = found.with_columns(cause=_cause(min_gap_ns)).hstack(blame.result())
+        blame = pool.submit(contextvars.copy_context().run, _blame, distinct, trace, min_gap_ns)
+        evidence = _evidence(distinct, trace, links)
+        found = found.hstack(_shared(evidence, at)).with_columns(other_busy_ns=_other_busy(found, work))
+        found = found.with_columns(cause=_cause(min_gap_ns)).hstack(_shared(blame.result(), at))
     out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA)
     totals = _totals(out)
     dev = totals.filter(pl.col("scope") == "device")
@@ -191,13 +196,44 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     ).gather(at)
 
 
-def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """late_ns, overhead_ns, sync_ns, launch_path_ns, other_busy_ns: one row per gap."""
+SAME_GAP = ["device", "start_ns", "end_ns", "next_eid", "launch_eid"]  # what a gap's evidence and blame read
+
+
+def _distinct(found: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series | None]:
+    """The gaps with distinct `SAME_GAP` values (the first of each: a device's, where its
+    stream has the same gap), renumbered (`gid` = row), and each gap's row among them
+    (None: every gap is distinct, and `found` itself is returned)."""
+    rows = pl.int_range(found.height, dtype=I64, eager=True)
+    first = found.select(SAME_GAP).with_columns(_row=rows).select(pl.col("_row").first().over(SAME_GAP)).to_series()
+    kept = first == rows
+    if kept.all():
+        return found, None
+    distinct = found.filter(kept).with_columns(gid=pl.int_range(pl.len(), dtype=I64))
+    # a gap's row among the distinct ones: how many firsts come before its own first
+    return distinct, (kept.cast(I64).cum_sum() - 1).gather(first)
+
+
+def _shared(columns: pl.DataFrame, at: pl.Series | None) -> pl.DataFrame:
+    """Columns found per distinct gap, one row per gap (`_distinct`)."""
+    return columns if at is None else columns.gather(at)
+
+
+def _other_busy(found: pl.DataFrame, work: pl.DataFrame) -> pl.Series:
+    """other_busy_ns: the time other streams of the device were busy in a stream gap (0 for
+    a device's gaps)."""
+    whole = found.filter(pl.col("scope") == "stream").select(
+        pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"), pl.col("end_ns").alias("q_end_ns"), "device")
+    part = intervals.covered_ns(whole, work, on=["device"])
+    return _per_gap(found, part["qid"], part["covered_ns"]).fill_null(0).rename("other_busy_ns")
+
+
+def _evidence(found: pl.DataFrame, trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+    """late_ns, overhead_ns, sync_ns, launch_path_ns: one row per gap."""
     late_end = pl.min_horizontal("launch_end_ns", "end_ns").clip(lower_bound=pl.col("start_ns"))
     late_end = pl.when(pl.col("launch_end_ns").is_not_null()).then(late_end)
     found = found.with_columns(late_ns=late_end - pl.col("start_ns"), _late_end=late_end)
     whole = found.select(pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"),
-                         pl.col("end_ns").alias("q_end_ns"), "device", "scope", "launch_eid")
+                         pl.col("end_ns").alias("q_end_ns"))
     late = found.filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("gid").alias("qid"), pl.col("start_ns").alias("q_start_ns"),
         pl.col("_late_end").alias("q_end_ns"), pl.col("launch_pid").alias("pid"),
@@ -211,7 +247,6 @@ def _evidence(found: pl.DataFrame, trace: Trace, work: pl.DataFrame, links: pl.D
         "overhead_ns": intervals.covered_ns(whole, trace.ops.filter(pl.col("cat") == "overhead")),
         "sync_ns": intervals.covered_ns(before_launch, _blocking(trace), on=["pid", "tid"], whole=True),
         "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
-        "other_busy_ns": intervals.covered_ns(whole.filter(pl.col("scope") == "stream"), work, on=["device"]),
     }
     covered = (_per_gap(found, part["qid"], part["covered_ns"].rename(col)).fill_null(0) for col, part in parts.items())
     return pl.DataFrame([found["late_ns"], *covered])
