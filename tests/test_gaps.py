@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
+from tracekit.analysis import gaps as gaps_module
 from tracekit.analysis.gaps import CAUSES, GAP_SCHEMA, gaps
 from tracekit.analysis.timeline import timeline
 from tracekit.analysis.windows import steps, window_bounds
@@ -227,6 +228,43 @@ def test_causes_sum_to_idle(tmp_path_factory, rows, min_gap_ns) -> None:
         tl = timeline(trace, windows=windows)
         assert sum(result.by_cause.values()) == result.idle_ns == tl.idle_ns
         _check_streams(result, tl)
+        assert _each_gap_alone(trace, min_gap_ns=min_gap_ns, windows=windows).gaps.equals(result.gaps)
+
+
+def _each_gap_alone(trace: Trace, **options):
+    """`gaps` with the evidence and blame looked up for every row, none shared between a
+    stream's gap and its device's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gaps_module, "_distinct", lambda found: (found, None))
+        return gaps(trace, **options)
+
+
+def test_a_stream_gap_that_is_its_device_gap_is_looked_into_once(tmp_path, monkeypatch) -> None:
+    """One stream: each gap is its device's and its stream's, and the evidence is found once
+    for the two rows; with a second stream busy in some gaps, only those differ."""
+    b = TraceBuilder()
+    for i in range(4):
+        ext = b.op("aten::op", i * 10_000, 2_000)
+        b.launch_kernel("k", launch_ns=i * 10_000 + 500, launch_dur_ns=800, start_ns=i * 10_000 + 3_000,
+                        dur_ns=4_000, ext=ext, stream=7)
+    one = b.load(tmp_path, "one.json.gz")
+    b.kernel("other", 17_500, 1_000, stream=8)  # inside the second gap of stream 7
+    two = b.load(tmp_path, "two.json.gz")
+    seen = []
+    evidence = gaps_module._evidence
+    monkeypatch.setattr(gaps_module, "_evidence", lambda found, *a: seen.append(found.height) or evidence(found, *a))
+    # two streams: the device's 4 gaps, stream 7's second gap (which stream 8 splits on the
+    # device) and stream 8's 2 (from the device's first work to its own, and after it)
+    for trace, device_gaps, looked_into in ((one, 3, 3), (two, 4, 4 + 1 + 2)):
+        result = gaps(trace, min_gap_ns=0)
+        dev = result.gaps.filter(pl.col("scope") == "device")
+        assert dev.height == device_gaps and seen[-1] == looked_into
+        assert result.gaps.equals(_each_gap_alone(trace, min_gap_ns=0).gaps)
+    # the one stream's gaps are its device's, row for row, but for what says which they are
+    same = ["start_ns", "end_ns", "cause", "late_ns", "sync_ns", "launch_path_ns", "next_eid", "blame_op"]
+    result = gaps(one, min_gap_ns=0)
+    assert result.gaps.filter(pl.col("scope") == "stream").select(same).equals(
+        result.gaps.filter(pl.col("scope") == "device").select(same))
 
 
 def _check_streams(result, tl) -> None:
