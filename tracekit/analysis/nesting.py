@@ -85,16 +85,17 @@ def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
     return None if found is None else native.series(found, "_row")
 
 
-def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
+def parent_rows(nested: pl.DataFrame, *, shared: bool = True) -> pl.Series | None:
     """The row of each row's parent (`parent_eid`) in `nested`, -1 for none: the tree as row
-    positions for the C walks (once per frame inside `shared.sharing()`). None when an eid
-    repeats (the walks need one row per eid)."""
+    positions for the C walks (once per frame inside `shared.sharing()`, unless not
+    `shared`: a frame that no other analysis sees, which the memo would keep alive to the
+    end of the run). None when an eid repeats (the walks need one row per eid)."""
 
     def compute() -> pl.Series | None:
         found = rows_of(nested, nested["parent_eid"])
         return found if found.len() == nested.height else None
 
-    return remember("parent_rows", (nested,), compute)
+    return remember("parent_rows", (nested,), compute) if shared else compute()
 
 
 def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
