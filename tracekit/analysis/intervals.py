@@ -346,14 +346,17 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     pts = points.with_row_index("_pt").drop_nulls([*keys, at])
     both = pl.concat([rows.select(keys), pts.select(keys).cast(rows.select(keys).schema)])
     group = both.select(pl.struct(keys).rank("dense").cast(I64)).to_series()
-    rows = rows.with_columns(_g=group.head(rows.height)).sort(
+    # the sort moves the numbers the pass reads and each slice's row, not its other columns
+    # (text): the picked slices' columns are gathered once, by row
+    ranked = rows.select(*dict.fromkeys([start, end, length, order]), _g=group.head(rows.height),
+                         _r=pl.int_range(pl.len(), dtype=pl.get_index_type())).sort(
         ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
-    found = native.slices.innermost(tuple(native.arrow(rows[c]) for c in ("_g", start, end)),
+    found = native.slices.innermost(tuple(native.arrow(ranked[c]) for c in ("_g", start, end)),
                                     (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
     pick = native.series(found, "_i")
     found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
-    picked = rows.select(cols).gather(found["_i"])
+    picked = rows.select(cols).gather(ranked["_r"].gather(found["_i"]))
     taken = points.gather(found["_pt"])
     return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
 
