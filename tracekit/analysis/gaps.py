@@ -196,19 +196,23 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     ).gather(at)
 
 
-SAME_GAP = ["device", "start_ns", "end_ns", "next_eid", "launch_eid"]  # what a gap's evidence and blame read
+SAME_GAP = ["device", "start_ns", "end_ns", "next_eid", "launch_eid"]  # the gap and its next work
+# the columns `_evidence` and `_blame` read (all of them follow from SAME_GAP)
+_LOOKED_AT = ["gid", "start_ns", "end_ns", "gap_ns", "launch_eid", "launch_ts_ns", "launch_end_ns", "launch_pid",
+              "launch_tid"]
 
 
 def _distinct(found: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series | None]:
     """The gaps with distinct `SAME_GAP` values (the first of each: a device's, where its
-    stream has the same gap), renumbered (`gid` = row), and each gap's row among them
-    (None: every gap is distinct, and `found` itself is returned)."""
+    stream has the same gap), renumbered (`gid` = row), with the columns the evidence and
+    blame read, and each gap's row among them (None: every gap is distinct, and `found`
+    itself is returned)."""
     rows = pl.int_range(found.height, dtype=I64, eager=True)
     first = found.select(SAME_GAP).with_columns(_row=rows).select(pl.col("_row").first().over(SAME_GAP)).to_series()
     kept = first == rows
     if kept.all():
         return found, None
-    distinct = found.filter(kept).with_columns(gid=pl.int_range(pl.len(), dtype=I64))
+    distinct = found.select(_LOOKED_AT).filter(kept).with_columns(gid=pl.int_range(pl.len(), dtype=I64))
     # a gap's row among the distinct ones: how many firsts come before its own first
     return distinct, (kept.cast(I64).cum_sum() - 1).gather(first)
 
@@ -328,7 +332,7 @@ def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
     cols = ["eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"]
     ops = trace.ops.select(*cols, "cat")  # (a filter of every column of the ops copied them all)
     kinds = {
-        "blame_op": ops.filter(pl.col("cat") == "cpu_op"),
+        "blame_op": cpu_ops(trace),  # (shared: the op tree, which a filter here copied again)
         "annotation": annotations(trace),
         "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
                              & pl.col("name").str.contains(MODULE)),
