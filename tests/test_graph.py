@@ -158,6 +158,15 @@ def test_the_shared_memo_keeps_no_frame_of_the_graph_alive(tmp_path):
         assert all(frame is cpu_ops(trace) for frame in kept)
 
 
+def test_orders_forgotten_are_computed_again_the_same(tmp_path):
+    dep = build_graph(launch_bound().load(tmp_path))
+    longest, runs = dep.longest, dep.cpu_runs
+    assert {"longest", "cpu_runs", "edge_order"} <= set(vars(dep))
+    dep.forget_orders()
+    assert not {"longest", "cpu_runs", "edge_order", "graph"} & set(vars(dep))
+    assert dep.longest == longest and all(a.equals(b) for a, b in zip(dep.cpu_runs, runs))
+
+
 def test_gpu_bound_sync_edge_is_inferred_without_records(tmp_path):
     dep = build_graph(gpu_bound().load(tmp_path, "a.json.gz"))
     syncs = _edges(dep, "sync")

@@ -158,6 +158,12 @@ class DepGraph:
         """Weight of the longest path (0 without edges)."""
         return self.longest[1]
 
+    def forget_orders(self) -> None:
+        """Let go of what the path and the what-ifs computed on the edges (`edge_order`,
+        `cpu_runs`, `longest`, `graph`): each is computed again if asked for."""
+        for name in ("edge_order", "cpu_runs", "longest", "graph"):
+            self.__dict__.pop(name, None)
+
 
 def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None = None,
                 sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
