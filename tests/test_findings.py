@@ -340,6 +340,35 @@ def test_failing_rule_is_reported_not_raised(tmp_path):
         RULES.pop("test_broken")
 
 
+def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
+    """Two failing rules among the others: the same findings, clean texts, errors and lists,
+    in the same order, with the rules on two threads as on one."""
+    for name in ("test_broken_a", "test_broken_b"):
+        rule(id=name, severity="low", title="broken", advice="", nothing_found="")(
+            lambda ctx, p, name=name: (_ for _ in ()).throw(RuntimeError(name)))
+    try:
+        trace = launch_bound(n=30).load(tmp_path)
+        one, two = (run_findings(trace, workers=w) for w in (1, 2))
+        assert two == one and one.findings
+        assert one.errors == (("test_broken_a", "RuntimeError: test_broken_a"),
+                              ("test_broken_b", "RuntimeError: test_broken_b"))
+    finally:
+        RULES.pop("test_broken_a")
+        RULES.pop("test_broken_b")
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz",
+                                  "a100_dlrm_6streams_rank0.json.gz"])
+def test_rules_on_threads_find_on_real_traces_what_one_thread_finds(name):
+    from tracekit.analysis.shared import sharing
+
+    trace = tracekit_load(real_trace(name))
+    with sharing():  # (the shared analyses once for both: each is computed by the first rule that asks)
+        one, two = (run_findings(trace, workers=w) for w in (1, 2))
+    assert two == one and not one.errors and one.findings
+
+
 def test_superseded_rule_is_skipped(tmp_path):
     @rule(id="test_specific", severity="low", title="", advice="", nothing_found="")
     def specific(ctx, p):

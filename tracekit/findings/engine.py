@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracekit.errors import UsageError
@@ -11,9 +13,12 @@ from tracekit.findings.model import SEVERITIES, SEVERITY_RANK, Clean, Finding, F
 from tracekit.findings.registry import RULES, Config, Hit, Params, RuleSpec
 from tracekit.model import Trace
 
+WORKERS = 2  # rules run at once: most of a rule is Polars, which lets go of the GIL
+
 
 def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
-                 rules: list[str] | None = None, seed: Mapping[str, Any] | None = None) -> FindingsResult:
+                 rules: list[str] | None = None, seed: Mapping[str, Any] | None = None,
+                 workers: int = WORKERS) -> FindingsResult:
     """Run the registered rules (all, or those in `rules`) on one trace.
 
     Findings are ranked by time lost, then severity, then rule id. A rule that raises is
@@ -23,6 +28,8 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
     no_launch_overhead),
     so they are not computed twice.
+    The rules run on `workers` threads (the same result in any number: each reads the
+    context, whose shared analyses are computed once, by the first rule that asks).
     """
     cfg = config if isinstance(config, Config) else Config(config)
     ctx = Context(trace)
@@ -36,16 +43,17 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     ran: list[str] = []
     skipped: list[str] = []
     errors: list[tuple[str, str]] = []
+    todo = [r for r in chosen if cfg.params(r)["enabled"] and not _superseded(RULES[r], chosen, cfg)]
+    outcomes = _run_rules(ctx, cfg, todo, workers)
     for rule_id in chosen:
         spec, params = RULES[rule_id], cfg.params(rule_id)
-        if not params["enabled"] or _superseded(spec, chosen, cfg):
+        if rule_id not in outcomes:
             skipped.append(rule_id)
             continue
         ran.append(rule_id)
-        try:
-            hits = _as_list(spec.func(ctx, params))
-        except Exception as exc:  # noqa: BLE001  (one broken rule must not hide the others)
-            errors.append((rule_id, f"{type(exc).__name__}: {exc}"))
+        hits, error = outcomes[rule_id]
+        if error is not None:
+            errors.append((rule_id, error))
             continue
         if not hits:
             clean.append(Clean(rule=rule_id, text=spec.clean_text(params)))
@@ -53,6 +61,23 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     found.sort(key=lambda f: (-f.time_lost_ns, SEVERITY_RANK[f.severity], f.rule))
     return FindingsResult(findings=tuple(found), clean=tuple(clean), ran=tuple(ran), skipped=tuple(skipped),
                           errors=tuple(errors), window_start_ns=ctx.window_start_ns, window_end_ns=ctx.window_end_ns)
+
+
+def _run_rules(ctx: Context, cfg: Config, rules: list[str], workers: int) -> dict[str, tuple[list[Hit], str | None]]:
+    """Each rule's hits, or the error it raised, in the rules' order (each thread runs in
+    a copy of this context, so the rules share the `analysis.shared` memo)."""
+
+    def run(rule_id: str) -> tuple[list[Hit], str | None]:
+        try:
+            return _as_list(RULES[rule_id].func(ctx, cfg.params(rule_id))), None
+        except Exception as exc:  # noqa: BLE001  (one broken rule must not hide the others)
+            return [], f"{type(exc).__name__}: {exc}"
+
+    if workers < 2 or len(rules) < 2:
+        return {rule_id: run(rule_id) for rule_id in rules}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-findings") as pool:
+        futures = {rule_id: pool.submit(contextvars.copy_context().run, run, rule_id) for rule_id in rules}
+        return {rule_id: future.result() for rule_id, future in futures.items()}
 
 
 def _superseded(spec: RuleSpec, chosen: list[str], cfg: Config) -> bool:
