@@ -59,3 +59,14 @@ def test_heaviest_wait_for_the_critical_path_on_large_traces(trace, monkeypatch,
     monkeypatch.setattr(A, "PHASED_BYTES", 0 if phased else 2**62)
     A.analyse(trace, options=A.AnalysisOptions(workers=2))
     assert events == (["path done", "gaps start"] if phased else ["gaps start", "path done"])
+
+
+@pytest.mark.parametrize("phased", [True, False])
+def test_findings_rules_on_one_thread_on_large_traces(trace, monkeypatch, phased):
+    import tracekit.findings as F
+
+    asked, run = [], F.run_findings
+    monkeypatch.setattr(F, "run_findings", lambda *a, **kw: asked.append(kw["workers"]) or run(*a, **kw))
+    monkeypatch.setattr(A, "PHASED_BYTES", 0 if phased else 2**62)
+    assert A.analyse(trace).findings.findings
+    assert asked == ([1] if phased else [None])

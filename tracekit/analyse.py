@@ -301,7 +301,10 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
         if name == "findings":
             from tracekit.findings import run_findings
 
-            return run_findings(trace, config=opts.findings_config or None, seed=shared["seed"])
+            # the rules on two threads, but on large traces (where that saved no time, for a
+            # higher peak: 0.83-1.02 s against 0.83-0.88 s on the 1 GB trace)
+            return run_findings(trace, config=opts.findings_config or None, seed=shared["seed"],
+                                workers=1 if large(trace) else None)
     except Exception as exc:  # noqa: BLE001  (one analysis failing must not lose the others)
         notes.append(f"{name} analysis failed: {type(exc).__name__}: {exc}")
         return None

@@ -18,7 +18,7 @@ WORKERS = 2  # rules run at once: most of a rule is Polars, which lets go of the
 
 def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
                  rules: list[str] | None = None, seed: Mapping[str, Any] | None = None,
-                 workers: int = WORKERS) -> FindingsResult:
+                 workers: int | None = None) -> FindingsResult:
     """Run the registered rules (all, or those in `rules`) on one trace.
 
     Findings are ranked by time lost, then severity, then rule id. A rule that raises is
@@ -28,8 +28,9 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
     no_launch_overhead),
     so they are not computed twice.
-    The rules run on `workers` threads (the same result in any number: each reads the
-    context, whose shared analyses are computed once, by the first rule that asks).
+    The rules run on `workers` threads (None: `WORKERS`); the result is the same in any
+    number: each rule reads the context, whose shared analyses are computed once, by the
+    first rule that asks.
     """
     cfg = config if isinstance(config, Config) else Config(config)
     ctx = Context(trace)
@@ -44,7 +45,7 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     skipped: list[str] = []
     errors: list[tuple[str, str]] = []
     todo = [r for r in chosen if cfg.params(r)["enabled"] and not _superseded(RULES[r], chosen, cfg)]
-    outcomes = _run_rules(ctx, cfg, todo, workers)
+    outcomes = _run_rules(ctx, cfg, todo, WORKERS if workers is None else workers)
     for rule_id in chosen:
         spec, params = RULES[rule_id], cfg.params(rule_id)
         if rule_id not in outcomes:
