@@ -62,11 +62,17 @@ def test_heaviest_wait_for_the_critical_path_on_large_traces(trace, monkeypatch,
 
 
 @pytest.mark.parametrize("phased", [True, False])
-def test_findings_rules_on_one_thread_on_large_traces(trace, monkeypatch, phased):
-    import tracekit.findings as F
+def test_findings_rules_on_one_thread_on_large_traces_or_when_asked(trace, monkeypatch, phased):
+    from tracekit.findings import engine, run_findings
 
-    asked, run = [], F.run_findings
-    monkeypatch.setattr(F, "run_findings", lambda *a, **kw: asked.append(kw["workers"]) or run(*a, **kw))
+    threads, run = [], engine._run_rules
+    monkeypatch.setattr(engine, "_run_rules", lambda ctx, cfg, rules, workers: threads.append(workers) or run(
+        ctx, cfg, rules, workers))
     monkeypatch.setattr(A, "PHASED_BYTES", 0 if phased else 2**62)
     assert A.analyse(trace).findings.findings
-    assert asked == ([1] if phased else [None])
+    assert run_findings(trace).findings  # (the command line's `findings`: the same choice)
+    assert A.analyse(trace, options=A.AnalysisOptions(workers=1)).findings.findings
+    assert threads == ([1, 1, 1] if phased else [2, 2, 1])
+    monkeypatch.setattr(A, "_physical_memory", lambda: 1)  # two analyses at once would not fit
+    run_findings(trace)
+    assert threads[-1] == 1

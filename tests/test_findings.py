@@ -543,3 +543,33 @@ def test_pageable_memcpy_names_the_host_time_async_calls_blocked(tmp_path):
                 "that copied to it (an async call returns only when such a copy is done)",
         "HtoD": "1 copy of 16.8 MB uses pageable host memory (40 µs of copy time)",
     }
+
+
+def test_context_properties_are_computed_once_when_rules_ask_at_once(tmp_path, monkeypatch):
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracekit.findings import context
+
+    trace = launch_bound(n=5).load(tmp_path)
+    calls, real = [], context.cpu_ops
+    both_asked = threading.Barrier(2)
+
+    def slow(t):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)  # the second thread asks meanwhile
+        return real(t)
+
+    monkeypatch.setattr(context, "cpu_ops", slow)
+    ctx = context.Context(trace)
+
+    def ask(_):
+        both_asked.wait()
+        return ctx.nested
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(ask, range(2))
+    assert len(calls) == 1 and first is second
+    assert context.Context(trace).nested is not first  # once per context: another computes its own
+    assert len(calls) == 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -233,7 +234,19 @@ def large(trace: Trace) -> bool:
 
 
 def _frames_bytes(trace: Trace) -> int:
-    return sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
+    """The main frames' `estimated_size`, measured once per trace: a constant column
+    (`loader.constants`) counts as one value until something reads it as a Series, which
+    gives it its rows for good, so a second measure could differ, and with it `large`."""
+    key = id(trace)
+    with _SIZES_LOCK:
+        if key not in _SIZES:
+            _SIZES[key] = sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
+            weakref.finalize(trace, _SIZES.pop, key, None)
+        return _SIZES[key]
+
+
+_SIZES: dict[int, int] = {}  # id(trace) -> `_frames_bytes`, while the trace lives
+_SIZES_LOCK = threading.Lock()
 
 
 def _physical_memory() -> int | None:
@@ -301,10 +314,11 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
         if name == "findings":
             from tracekit.findings import run_findings
 
-            # the rules on two threads, but on large traces (where that saved no time, for a
-            # higher peak: 0.83-1.02 s against 0.83-0.88 s on the 1 GB trace)
+            # the rules on the analyses' threads; by default (`engine.default_workers`) two,
+            # but one on large traces, where that saved no time for a higher peak (0.83-1.02 s
+            # against 0.83-0.88 s on the 1 GB trace), or where memory is short
             return run_findings(trace, config=opts.findings_config or None, seed=shared["seed"],
-                                workers=1 if large(trace) else None)
+                                workers=opts.workers)
     except Exception as exc:  # noqa: BLE001  (one analysis failing must not lose the others)
         notes.append(f"{name} analysis failed: {type(exc).__name__}: {exc}")
         return None

@@ -4,14 +4,16 @@
 modules (`timeline`, `gaps`, `syncs`, `breakdown`, `windows`, `taxonomy`, `occupancy`,
 `critical_path`, ...) lazily, so a rule that is disabled costs nothing. The window every
 `share` is measured against is the whole trace: first start to last end of the CPU slices
-(profiler spans and overhead rows excluded) and the GPU work.
+(profiler spans and overhead rows excluded) and the GPU work. Rules may run on several
+threads at once: each property is computed once per context, by the first thread that asks
+(`once`), the others waiting for it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import polars as pl
 
@@ -29,6 +31,36 @@ from tracekit.model import NOT_CPU_CATS, Trace
 
 I64, STR = pl.Int64, pl.String
 EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
+T = TypeVar("T")
+
+
+class once(Generic[T]):  # (lower case: a decorator, as functools.cached_property)
+    """A property computed on first use and kept, once per object even when threads ask at
+    the same time: the first computes it under a lock of its object and name, the others
+    wait and read the kept value (functools.cached_property has no lock from Python 3.12
+    on, and before that one lock for every object). Properties that read others take their
+    locks in the order of what they read, which has no cycles: no thread waits on itself."""
+
+    def __init__(self, func: Callable[[Any], T]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        kept = obj.__dict__
+        if self.name in kept:  # (set by the seed, or computed before)
+            return kept[self.name]
+        with obj._locks_guard:
+            lock = obj._locks.setdefault(self.name, threading.Lock())
+        with lock:
+            if self.name not in kept:
+                kept[self.name] = self.func(obj)
+            return kept[self.name]
 
 
 def step_bounds(trace: Trace) -> pl.DataFrame | None:
@@ -48,6 +80,8 @@ class Context:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
+        self._locks: dict[str, threading.Lock] = {}  # per property (`once`)
+        self._locks_guard = threading.Lock()
         parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(NOT_CPU_CATS)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
         both = pl.concat(parts)
@@ -65,15 +99,15 @@ class Context:
         return float(ns) / self.window_ns if self.window_ns > 0 else 0.0
 
     # -- shared analyses ------------------------------------------------------------------
-    @cached_property
+    @once
     def nested(self) -> pl.DataFrame:
         return cpu_ops(self.trace)
 
-    @cached_property
+    @once
     def launches(self) -> pl.DataFrame:
         return launch_ops(self.trace, ops=self.nested)
 
-    @cached_property
+    @once
     def links(self) -> pl.DataFrame:
         """GPU work with launch call and op (`links.gpu_links`), plus `op_path` and taxonomy."""
         links = gpu_links(self.trace, launches=self.launches)
@@ -81,58 +115,58 @@ class Context:
         classes = classify_names(links["name"])
         return links.join(paths, on="op_eid", how="left").join(classes, on="name", how="left")
 
-    @cached_property
+    @once
     def host_nested(self) -> pl.DataFrame:
         """cpu_ops, Python frames and annotations together, with depth and parent."""
         from tracekit.analysis.nesting import with_parents
 
         return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)))
 
-    @cached_property
+    @once
     def steps(self) -> pl.DataFrame:
         return _windows.steps(self.trace)
 
-    @cached_property
+    @once
     def step_bounds(self) -> pl.DataFrame | None:
         """`ProfilerStep#N` windows (windows.BOUNDS_SCHEMA), None when the trace has none."""
         return step_bounds(self.trace)
 
-    @cached_property
+    @once
     def timeline(self) -> _timeline.Timeline:
         return _timeline.timeline(self.trace)
 
-    @cached_property
+    @once
     def step_timeline(self) -> _timeline.Timeline:
         """Busy/idle in the profiler steps (the TB plugin's window), else the device span."""
         return step_timeline(self.trace, self.step_bounds) if self.step_bounds is not None else self.timeline
 
-    @cached_property
+    @once
     def gaps(self) -> _gaps.Gaps:
         return _gaps.gaps(self.trace, links=gpu_links(self.trace, launches=self.launches))
 
-    @cached_property
+    @once
     def syncs(self) -> _syncs.SyncStats:
         return _syncs.sync_stats(self.trace)
 
-    @cached_property
+    @once
     def copies(self) -> _syncs.CopyStats:
         return _syncs.copy_stats(self.trace)
 
-    @cached_property
+    @once
     def breakdown(self) -> _breakdown.Breakdown:
         return _breakdown.breakdown(self.trace)
 
-    @cached_property
+    @once
     def occupancy(self) -> pl.DataFrame:
         return occupancy(self.trace.gpu, self.trace.meta.devices)
 
-    @cached_property
+    @once
     def critical_path(self) -> Any:
         from tracekit.analysis.critical_path import critical_path
 
         return critical_path(self.trace, links=gpu_links(self.trace, launches=self.launches))
 
-    @cached_property
+    @once
     def no_launch_overhead(self) -> Any:
         """The critical path's `no_launch_overhead` what-if (None without a graph to run it on)."""
         from tracekit.analysis.whatif import no_launch_overhead

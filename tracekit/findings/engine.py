@@ -28,9 +28,11 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
     no_launch_overhead),
     so they are not computed twice.
-    The rules run on `workers` threads (None: `WORKERS`); the result is the same in any
-    number: each rule reads the context, whose shared analyses are computed once, by the
-    first rule that asks.
+    The rules run on `workers` threads; None: `WORKERS`, but one on a large trace or where
+    memory is short (`analyse.large`, `analyse.workers_for`: two rules can each build a
+    large analysis, the gaps and the critical path say, whose peaks would add up). The
+    result is the same in any number: each rule reads the context, whose shared analyses
+    are computed once, by the first rule that asks.
     """
     cfg = config if isinstance(config, Config) else Config(config)
     ctx = Context(trace)
@@ -45,7 +47,7 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     skipped: list[str] = []
     errors: list[tuple[str, str]] = []
     todo = [r for r in chosen if cfg.params(r)["enabled"] and not _superseded(RULES[r], chosen, cfg)]
-    outcomes = _run_rules(ctx, cfg, todo, WORKERS if workers is None else workers)
+    outcomes = _run_rules(ctx, cfg, todo, default_workers(trace) if workers is None else workers)
     for rule_id in chosen:
         spec, params = RULES[rule_id], cfg.params(rule_id)
         if rule_id not in outcomes:
@@ -64,6 +66,14 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
                           errors=tuple(errors), window_start_ns=ctx.window_start_ns, window_end_ns=ctx.window_end_ns)
 
 
+def default_workers(trace: Trace) -> int:
+    """`WORKERS`, or one for a large trace or where two analyses at once could run short of
+    memory (`analyse.large`, `analyse.workers_for`)."""
+    from tracekit.analyse import large, workers_for
+
+    return 1 if large(trace) or workers_for(trace) < 2 else WORKERS
+
+
 def _run_rules(ctx: Context, cfg: Config, rules: list[str], workers: int) -> dict[str, tuple[list[Hit], str | None]]:
     """Each rule's hits, or the error it raised, in the rules' order (each thread runs in
     a copy of this context, so the rules share the `analysis.shared` memo)."""
@@ -76,9 +86,12 @@ def _run_rules(ctx: Context, cfg: Config, rules: list[str], workers: int) -> dic
 
     if workers < 2 or len(rules) < 2:
         return {rule_id: run(rule_id) for rule_id in rules}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-findings") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-findings")
+    try:
         futures = {rule_id: pool.submit(contextvars.copy_context().run, run, rule_id) for rule_id in rules}
         return {rule_id: future.result() for rule_id, future in futures.items()}
+    finally:  # (an interrupt while waiting: the rules not started yet are not run)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _superseded(spec: RuleSpec, chosen: list[str], cfg: Config) -> bool:
