@@ -76,3 +76,20 @@ def test_findings_rules_on_one_thread_on_large_traces_or_when_asked(trace, monke
     monkeypatch.setattr(A, "_physical_memory", lambda: 1)  # two analyses at once would not fit
     run_findings(trace)
     assert threads[-1] == 1
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz"])
+def test_the_analyses_and_report_leave_constant_columns_constant(name):
+    """Columns of one value stay one value (`loader.constants`) through every analysis, the
+    findings and the report: none reads them as a Series, which would give them their rows
+    for as long as the trace lives."""
+    import tracekit
+    from conftest import real_trace
+
+    trace = tracekit.load(real_trace(name))
+    frames = ("ops", "runtime", "gpu", "flows")
+    constant = [(f, c) for f in frames for c in getattr(trace, f).columns if getattr(trace, f).select(c).estimated_size() < 64]
+    assert ("ops", "ph") in constant and ("runtime", "pid") in constant and len(constant) >= 10
+    build_report(trace, analysis=A.analyse(trace))
+    assert [(f, c) for f, c in constant if getattr(trace, f).select(c).estimated_size() >= 64] == []

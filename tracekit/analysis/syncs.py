@@ -159,8 +159,8 @@ def sync_stats(trace: Trace) -> SyncStats:
         sync_ns=int(syncs["dur_ns"].sum() or 0),
         gpu_wait_ns=int(syncs["gpu_wait_ns"].sum() or 0),
         tail_ns=int(syncs["tail_ns"].sum() or 0),
-        stream_waits=int(trace.runtime["name"].str.contains(STREAM_WAIT_CALL).sum() or 0),
-        gpu_sync_records=int((trace.gpu["cat"] == "cuda_sync").sum() or 0),
+        stream_waits=int(trace.runtime.select(pl.col("name").str.contains(STREAM_WAIT_CALL).sum()).item() or 0),
+        gpu_sync_records=int(trace.gpu.select((pl.col("cat") == "cuda_sync").sum()).item() or 0),
     )
 
 

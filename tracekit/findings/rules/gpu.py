@@ -133,7 +133,10 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
         "eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_x", "grid_y", "grid_z", "op_eid").collect(
         engine=ENGINE)
     at = rows_of(ctx.trace.ops, k["op_eid"])  # (a lookup by eid, not a join with every op)
-    k = k.with_columns(_shape=ctx.trace.ops["input_dims"].gather(at.set(at < 0, None)))
+    # (a gather in a plan: reading the column as a Series would give a constant one its rows
+    # for as long as the trace lives, `loader.constants`)
+    shape = ctx.trace.ops.select(pl.col("input_dims").gather(at.set(at < 0, None))).to_series()
+    k = k.with_columns(_shape=shape)
     same = ["name", "grid_x", "grid_y", "grid_z", "_shape"]
     med = pl.col("dur_ns").median().over(same)
     k = k.with_columns(_n=pl.len().over(same), _med=med).with_columns(
