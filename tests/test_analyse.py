@@ -84,8 +84,9 @@ def test_the_analyses_and_report_leave_constant_columns_constant(name):
     """Columns of one value stay one value (`loader.constants`) through every analysis, the
     findings and the report: none reads them as a Series, which would give them their rows
     for as long as the trace lives."""
-    import tracekit
     from conftest import real_trace
+
+    import tracekit
 
     trace = tracekit.load(real_trace(name))
     frames = ("ops", "runtime", "gpu", "flows")
