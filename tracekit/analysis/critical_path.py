@@ -138,9 +138,11 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
         on_graph(dep)
     if graph is None and not keep_graph:  # the orders the path and the what-ifs read (68 MB on the 1 GB trace)
         dep.forget_orders()
-    segs = path_segments(dep, nodes)
-    shape, slices, kept = GraphShape.of(dep), dep.slices, dep if keep_graph else None
-    del dep, graph  # (the caller's own graph stays alive with the caller)
+    steps = path_steps(dep, nodes)
+    shape, slices, pieces, kept = GraphShape.of(dep), dep.slices, dep.segments, dep if keep_graph else None
+    del dep, graph  # the edges go before the segments are gathered (the caller's own graph stays alive with the caller)
+    segs = steps_to_segments(steps, pieces, shape.start_ns, shape.end_ns)
+    del steps, pieces
     segments = _with_context(segs, slices, links)
     return summarise(segments, shape, label=label, graph=kept)
 
@@ -201,10 +203,20 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
     copied out of order and sorted back (on the 1 GB trace's 4.4M pieces that took 1.1 GB
     more than the result, this takes a column's worth).
     """
+    return steps_to_segments(path_steps(dep, nodes), dep.segments, dep.start_ns, dep.end_ns)
+
+
+def path_steps(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
+    """The path's edges (`EDGE_SCHEMA`), one row per step, in path order."""
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
-    # a (src, dst) pair is one edge at most (`build_graph` keeps them unique): one row per step, in path order
-    on_path = pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")
-    lo, hi = piece_runs(dep.segments["src"], on_path["src"])
+    # a (src, dst) pair is one edge at most (`build_graph` keeps them unique)
+    return pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")
+
+
+def steps_to_segments(on_path: pl.DataFrame, segments: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """`path_segments` from the path's edges (`path_steps`), the graph's CPU pieces
+    (`DepGraph.segments`) and its window: the rest of the graph need not be alive."""
+    lo, hi = piece_runs(segments["src"], on_path["src"])
     steps = pl.DataFrame({"cpu": on_path["kind"] == "cpu", "lo": lo, "hi": hi})
     # a row's source: a piece's row (>= 0), or -1 - (its row among the other edges)
     other_row = (~pl.col("cpu")).cast(I64).cum_sum() - 1
@@ -212,12 +224,12 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
         pl.concat_list(-1 - other_row)).alias("source")).explode("source").drop_nulls()["source"]
     other = on_path.filter(pl.col("kind") != "cpu").select(
         *_PIECE_COLUMNS, edge=pl.col("kind").cast(EDGE), inferred="inferred", src_eid="src_eid")
-    pieces = dep.segments.select(_PIECE_COLUMNS)
+    pieces = segments.select(_PIECE_COLUMNS)
     first, last = (_value(pieces, other, "start_ns", source, 0), _value(pieces, other, "end_ns", source, -1)) \
-        if source.len() else (dep.end_ns, dep.end_ns)
-    before, after = first > dep.start_ns, dep.end_ns > last
+        if source.len() else (end_ns, end_ns)
+    before, after = first > start_ns, end_ns > last
     if before or after:  # the window's ends become rows of `other`, read before and after the path's
-        bounds = [(dep.start_ns, first)] * before + [(last, dep.end_ns)] * after
+        bounds = [(start_ns, first)] * before + [(last, end_ns)] * after
         idle = pl.DataFrame(bounds, schema={"start_ns": I64, "end_ns": I64}, orient="row").with_columns(
             cls=pl.lit("idle", CLASS), name=pl.lit("outside the path"), eid=pl.lit(None, I64), lane=pl.lit(None, STR),
             weight_ns=pl.lit(0, I64), edge=pl.lit("window", EDGE), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
