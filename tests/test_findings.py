@@ -573,3 +573,16 @@ def test_context_properties_are_computed_once_when_rules_ask_at_once(tmp_path, m
     assert len(calls) == 1 and first is second
     assert context.Context(trace).nested is not first  # once per context: another computes its own
     assert len(calls) == 2
+
+
+@pytest.mark.real
+def test_the_attention_analysis_runs_once_for_the_rules_on_two_threads(monkeypatch):
+    """The attention rules share one analysis per context, whichever thread asks first."""
+    import tracekit.analysis.attention as attention
+
+    calls, real = [], attention.analyze_attention
+    monkeypatch.setattr(attention, "analyze_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    trace = tracekit_load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
+    one, two = run_findings(trace, workers=1), run_findings(trace, workers=2)
+    assert len(calls) == 2 and two == one  # once per run
+    assert len([r for r in one.ran if r.startswith("attention")]) >= 5 and not one.errors

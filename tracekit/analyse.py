@@ -240,8 +240,8 @@ def _frames_bytes(trace: Trace) -> int:
     key = id(trace)
     with _SIZES_LOCK:
         if key not in _SIZES:
+            weakref.finalize(trace, _SIZES.pop, key, None)  # (first: an object that cannot be watched is not kept)
             _SIZES[key] = sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
-            weakref.finalize(trace, _SIZES.pop, key, None)
         return _SIZES[key]
 
 

@@ -56,7 +56,7 @@ class once(Generic[T]):  # (lower case: a decorator, as functools.cached_propert
         if self.name in kept:  # (set by the seed, or computed before)
             return kept[self.name]
         with obj._locks_guard:
-            lock = obj._locks.setdefault(self.name, threading.Lock())
+            lock = obj._locks.setdefault(self.name, threading.RLock())
         with lock:
             if self.name not in kept:
                 kept[self.name] = self.func(obj)
@@ -80,7 +80,8 @@ class Context:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._locks: dict[str, threading.Lock] = {}  # per property (`once`)
+        self._locks: dict[str, threading.RLock] = {}  # per property (`once`; re-entrant: a property
+        # that read itself would recurse, as it did with cached_property, not wait forever)
         self._locks_guard = threading.Lock()
         parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(NOT_CPU_CATS)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
@@ -121,6 +122,20 @@ class Context:
         from tracekit.analysis.nesting import with_parents
 
         return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)))
+
+    @once
+    def attention(self) -> Any:
+        """`analysis.attention.analyze_attention` on the shared op tree and launches."""
+        from tracekit.analysis.attention import analyze_attention
+
+        return analyze_attention(self.trace, ops=self.nested, launches=self.launches)
+
+    @once
+    def attention_findings(self) -> dict[str, dict[str, Any]]:
+        """`analysis.attention_findings` of `attention`, by finding id."""
+        from tracekit.analysis.attention_findings import attention_findings
+
+        return {f["id"]: f for f in attention_findings(self.attention)}
 
     @once
     def steps(self) -> pl.DataFrame:

@@ -1,33 +1,26 @@
 """Attention rules, registered from `analysis.attention_findings` (one analysis per trace).
 
-`analyze_attention` runs once per `Context` (cached here, sharing the context's op tree and
-launch links); each rule picks its finding from `attention_findings` and turns it into a
+`analyze_attention` runs once per `Context` (`Context.attention`, on the context's op tree
+and launch links); each rule picks its finding from `attention_findings` and turns it into a
 `Hit` whose evidence points at the attention calls (or kernels) in the trace.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.attention import AttentionResult, analyze_attention
-from tracekit.analysis.attention_findings import attention_findings
+from tracekit.analysis.attention import AttentionResult
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
-_CACHE: weakref.WeakKeyDictionary[Context, tuple[AttentionResult, dict[str, dict[str, Any]]]] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 def _analysis(ctx: Context) -> tuple[AttentionResult, dict[str, dict[str, Any]]]:
-    if ctx not in _CACHE:
-        result = ctx.__dict__.get("attention") or analyze_attention(ctx.trace, ops=ctx.nested, launches=ctx.launches)
-        _CACHE[ctx] = (result, {f["id"]: f for f in attention_findings(result)})
-    return _CACHE[ctx]
+    """The attention analysis and its findings by id: once per context (`Context.attention`),
+    whichever rule asks first."""
+    return ctx.attention, ctx.attention_findings
 
 
 def _evidence(ctx: Context, result: AttentionResult, finding: dict[str, Any]) -> tuple[Any, ...]:
