@@ -578,7 +578,7 @@ def test_context_properties_are_computed_once_when_rules_ask_at_once(tmp_path, m
 @pytest.mark.real
 def test_the_attention_analysis_runs_once_for_the_rules_on_two_threads(monkeypatch):
     """The attention rules share one analysis per context, whichever thread asks first."""
-    import tracekit.analysis.attention as attention
+    from tracekit.analysis import attention
 
     calls, real = [], attention.analyze_attention
     monkeypatch.setattr(attention, "analyze_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
