@@ -343,9 +343,14 @@ def test_failing_rule_is_reported_not_raised(tmp_path):
 def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
     """Two failing rules among the others: the same findings, clean texts, errors and lists,
     in the same order, with the rules on two threads as on one."""
+    def broken(name):
+        def fails(ctx, p):
+            raise RuntimeError(name)
+
+        return fails
+
     for name in ("test_broken_a", "test_broken_b"):
-        rule(id=name, severity="low", title="broken", advice="", nothing_found="")(
-            lambda ctx, p, name=name: (_ for _ in ()).throw(RuntimeError(name)))
+        rule(id=name, severity="low", title="broken", advice="", nothing_found="")(broken(name))
     try:
         trace = launch_bound(n=30).load(tmp_path)
         one, two = (run_findings(trace, workers=w) for w in (1, 2))
