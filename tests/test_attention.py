@@ -798,8 +798,10 @@ def test_real_h100_qwen_flash() -> None:
     from tracekit.analysis.attention import critical_path_share
     from tracekit.analysis.critical_path import critical_path
 
-    on_path = critical_path_share(r, critical_path(trace))
+    path = critical_path(trace)
+    on_path = critical_path_share(r, path)
     assert 0.02 < on_path["share"] < 0.1 and on_path["gpu_ns"] > on_path["host_ns"] > 0
+    assert on_path == _path_share_by_text(r, path)
     assert attention_section(r, path_share=on_path)["paragraphs"][-1].startswith("On the critical path: ")
 
 
@@ -843,3 +845,23 @@ def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
     r = analyze_attention(tracekit.load(tmp_path / "tiny-llama-sdpa.json.gz"))
     assert set(r.calls["phase"]) == {"prefill", "decode"} and r.calls_per_layer == 3.0
     assert pl.Series(r.calls["evidence"]).unique().to_list() == ["range"]
+
+
+def _path_share_by_text(result, path) -> dict[str, Any]:
+    """`critical_path_share` read row by row from the path's lanes as text: the reference of
+    the distinct-lane lookups."""
+    from tracekit.analysis.attention import assign
+
+    segs = path.segments.with_columns(pl.col("lane").cast(pl.String))
+    scope = {e for e, inside in zip(result.events["eid"], result.events["in_scope"]) if inside}
+    gpu_ns = sum(d for lane, e, d in segs.select("lane", "eid", "dur_ns").iter_rows()
+                 if lane and lane.startswith("gpu:") and e in scope)
+    rows = [(s, d, *lane.split(":", 2)[1:]) for s, d, lane in segs.select("start_ns", "dur_ns", "lane").iter_rows()
+            if lane and lane.startswith("cpu:")]
+    host = pl.DataFrame(rows, schema={"start_ns": pl.Int64, "dur_ns": pl.Int64, "pid": pl.String, "tid": pl.String},
+                        orient="row")
+    host = assign(host, result.calls, at="start_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
+    host_ns = int(host.filter(pl.col("call_id").is_not_null())["dur_ns"].sum() or 0)
+    window = int(path.window_ns)
+    return {"window_ns": window, "attention_ns": gpu_ns + host_ns, "gpu_ns": gpu_ns, "host_ns": host_ns,
+            "share": (gpu_ns + host_ns) / window if window else None}

@@ -144,6 +144,31 @@ def test_closed_vocabularies_are_enums(tmp_path):
     assert cp.segments["edge"].to_list()[:3] == ["cpu", "cpu", "launch"]
 
 
+def test_names_and_lanes_are_categoricals(tmp_path):
+    """The names, contexts and lanes of the path, and the names and lanes of the graph's
+    edges and pieces, are Categoricals: codes a row, read back as the same text, joined and
+    concatenated across paths; the summary's contexts are text."""
+    from tracekit.analysis.graph import TEXT
+
+    cp = critical_path(launch_bound().load(tmp_path))
+    for frame, cols in ((cp.segments, ("name", "context", "lane")), (cp.graph.edges, ("name", "lane")),
+                        (cp.graph.segments, ("name", "lane"))):
+        assert [frame.schema[c] for c in cols] == [TEXT] * len(cols)
+    segs = cp.segments
+    as_text = segs.with_columns(pl.col("name", "context", "lane").cast(pl.String))
+    assert segs.rows() == as_text.rows()  # the same values, read as str
+    assert {r["lane"] for r in segs.to_dicts()} == {"cpu:1000:1000"}
+    assert segs.filter(pl.col("name") == "cudaLaunchKernel").height == as_text.filter(
+        pl.col("name") == "cudaLaunchKernel").height > 0
+    assert cp.by_context.schema["context"] == pl.String
+    assert cp.by_context["context"].to_list() == (as_text.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
+                                                  .sort(["ns", "cls", "context"], descending=[True, False, False],
+                                                        nulls_last=True)["context"].to_list())
+    other = critical_path(gpu_bound().load(tmp_path, "other.json.gz")).segments
+    both = pl.concat([segs, other])
+    assert both["lane"].cast(pl.String).to_list() == as_text["lane"].to_list() + other["lane"].cast(pl.String).to_list()
+
+
 def test_to_dict(tmp_path):
     d = critical_path(gpu_bound().load(tmp_path)).to_dict()
     assert d["verdict"] == "gpu-bound" and d["segment_count"] == len(d["segments"])

@@ -375,11 +375,14 @@ def critical_path_share(result: AttentionResult, path: Any) -> dict[str, Any]:
     """
     segs = path.segments
     in_scope = result.events.filter(pl.col("in_scope")).select("eid")
-    gpu = segs.filter(pl.col("lane").str.starts_with("gpu:")).join(in_scope, on="eid", how="semi")
-    host = segs.filter(pl.col("lane").str.starts_with("cpu:")).with_columns(
-        pid=pl.col("lane").str.extract(r"^cpu:([^:]*):", 1),
-        tid=pl.col("lane").str.extract(r"^cpu:[^:]*:(.*)$", 1),
-    )
+    # the lanes' text is read once per distinct lane (the path holds them as a Categorical)
+    lanes = segs.select(pl.col("lane").unique()).drop_nulls().with_columns(_text=pl.col("lane").cast(pl.String))
+    text = pl.col("_text")
+    gpu_lanes = lanes.filter(text.str.starts_with("gpu:"))["lane"]
+    cpu_lanes = lanes.filter(text.str.starts_with("cpu:")).select(
+        "lane", pid=text.str.extract(r"^cpu:([^:]*):", 1), tid=text.str.extract(r"^cpu:[^:]*:(.*)$", 1))
+    gpu = segs.filter(pl.col("lane").is_in(gpu_lanes.implode())).join(in_scope, on="eid", how="semi")
+    host = segs.join(cpu_lanes, on="lane", how="inner", maintain_order="left")
     host = assign(host, result.calls, at="start_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
     gpu_ns = int(gpu["dur_ns"].sum() or 0)
     host_ns = int(host.filter(pl.col("call_id").is_not_null())["dur_ns"].sum() or 0)

@@ -28,7 +28,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.analysis import native
-from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, DepGraph, build_graph, piece_runs
+from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.taxonomy import classify_names
@@ -50,8 +50,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 MODULE = r"^nn\.Module: |^## .* ##$"
 EDGE = pl.Enum((*EDGE_KINDS, "window"))  # what put a segment on the path ("window": before or after it)
 PATH_SCHEMA: dict[str, pl.DataType] = {
-    "start_ns": I64, "end_ns": I64, "dur_ns": I64, "cls": CLASS, "name": STR, "eid": I64, "context": STR,
-    "lane": STR, "edge": EDGE, "weight_ns": I64, "inferred": BOOL, "src_eid": I64,
+    "start_ns": I64, "end_ns": I64, "dur_ns": I64, "cls": CLASS, "name": TEXT, "eid": I64, "context": TEXT,
+    "lane": TEXT, "edge": EDGE, "weight_ns": I64, "inferred": BOOL, "src_eid": I64,
 }
 CLASS_SCHEMA: dict[str, pl.DataType] = {"cls": STR, "ns": I64, "share": F64}
 
@@ -231,14 +231,14 @@ def steps_to_segments(on_path: pl.DataFrame, segments: pl.DataFrame, start_ns: i
     if before or after:  # the window's ends become rows of `other`, read before and after the path's
         bounds = [(start_ns, first)] * before + [(last, end_ns)] * after
         idle = pl.DataFrame(bounds, schema={"start_ns": I64, "end_ns": I64}, orient="row").with_columns(
-            cls=pl.lit("idle", CLASS), name=pl.lit("outside the path"), eid=pl.lit(None, I64), lane=pl.lit(None, STR),
+            cls=pl.lit("idle", CLASS), name=pl.lit("outside the path", TEXT), eid=pl.lit(None, I64), lane=pl.lit(None, TEXT),
             weight_ns=pl.lit(0, I64), edge=pl.lit("window", EDGE), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
         n = other.height
         other = pl.concat([other, idle.select(other.columns)], how="vertical")
         source = pl.concat([pl.Series([-1 - n] * before, dtype=I64), source,
                             pl.Series([-1 - n - before] * after, dtype=I64)]).rechunk()
     return _gather(source, pieces, other).with_columns(
-        dur_ns=pl.col("end_ns") - pl.col("start_ns"), context=pl.lit(None, STR)).select(list(PATH_SCHEMA))
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"), context=pl.lit(None, TEXT)).select(list(PATH_SCHEMA))
 
 
 _PIECE_COLUMNS = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns"]
@@ -285,9 +285,9 @@ def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame)
     found = gpu.join(ops.with_row_index("_k").select("eid", pl.col("_k").cast(I64) + slices.height), on="eid",
                      how="inner")
     row = row.scatter(found["_i"], found["_k"]) if found.height else row
-    # one chunk: a gather from two chunks of text copied every name it read (350 MB more on
-    # the 1 GB trace); from one, the gathered names share its buffers
-    names = pl.concat([slices["name"], ops["op_name"]]).rechunk()
+    # the names as codes (`graph.TEXT`): the gather copies four bytes a segment, where text
+    # took a 16-byte view (and, gathered from two chunks, a copy of every name it read)
+    names = pl.concat([slices["name"], ops["op_name"]]).cast(TEXT)
     context = names.gather(row.set(row < 0, None))
     return segs.with_columns(context=pl.coalesce(context, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
 
@@ -343,7 +343,7 @@ def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGr
     shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
     # grouped on the class codes, which become text once summed (a cast of every row cost more)
     by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
-                  .with_columns(pl.col("cls").cast(STR), share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
+                  .with_columns(pl.col("cls").cast(STR), pl.col("context").cast(STR), share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
                   .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
     return CriticalPath(
@@ -379,7 +379,7 @@ def _sentence(verdict: str, share: float, shares: dict[str, float], segs: pl.Dat
                 f"Python and calls {fmt.pct(shares['python_overhead'] + shares['launch_overhead'], 0)})")
     if verdict == "gpu-bound":
         gpu = segs.select("cls", "name", "dur_ns").filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
-        classes = classify_names(gpu["name"]).select("name", "kernel_class")
+        classes = classify_names(gpu["name"]).select(pl.col("name").cast(TEXT), "kernel_class")
         kinds = gpu.join(classes, on="name", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
         lead = _top(kinds, GROUPS[verdict], "kernel_class")
         top = _top(kinds.filter(pl.col("kernel_class") == lead), GROUPS[verdict], "name")

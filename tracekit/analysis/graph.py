@@ -74,6 +74,10 @@ ROLES = ("op", "python", "runtime")
 CLASS = pl.Enum(CLASSES)
 KIND = pl.Enum(EDGE_KINDS)
 ROLE = pl.Enum(ROLES)
+# names and lanes, which repeat a few dozen values over millions of edges and pieces: four
+# bytes a row as a Categorical where text takes a 16-byte view (the 1 GB trace's graph and
+# path carry 4.4M pieces each)
+TEXT = pl.Categorical()
 EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
 DEFAULT_SYNC_TOLERANCE_NS = 20_000
 DEFAULT_MIN_BLOCKING_NS = 10_000
@@ -82,15 +86,15 @@ _GPU_CLASS = {"compute": "gpu_compute", "memory": "gpu_memory", "communication":
 
 EDGE_SCHEMA: dict[str, pl.DataType] = {
     "src": I64, "dst": I64, "kind": KIND, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
-    "cls": CLASS, "eid": I64, "name": STR, "lane": STR, "inferred": BOOL, "src_eid": I64,
+    "cls": CLASS, "eid": I64, "name": TEXT, "lane": TEXT, "inferred": BOOL, "src_eid": I64,
 }
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "lane": STR, "start_ns": I64, "end_ns": I64, "cls": CLASS, "weight_ns": I64,
-    "eid": I64, "name": STR, "role": ROLE,
+    "src": I64, "lane": TEXT, "start_ns": I64, "end_ns": I64, "cls": CLASS, "weight_ns": I64,
+    "eid": I64, "name": TEXT, "role": ROLE,
 }
 SYNC_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "gpu_eid": I64, "tail_ns": I64, "inferred": BOOL, "source": STR}
 _WORK_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
+    "eid": I64, "name": TEXT, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
     "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": STR, "launch_tid": STR, "cls": CLASS,
 }
 
@@ -306,7 +310,7 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """
     dur = pl.col("end_ns") - pl.col("ts_ns")
     threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
-    lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid")).to_series().rename("lane")
+    lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid").cast(TEXT)).to_series().rename("lane")
     nested = nested.select("eid", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid").join(
         threads, on=["pid", "tid"], how="left", nulls_equal=True, maintain_order="left")
     starts = nested.select("_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
@@ -385,7 +389,7 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
                        maintain_order="left")
     out = out.with_columns(
         launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
-    return out.select("eid", "role", "name", "launches").join(syncs.select("eid", block_ns="tail_ns"), on="eid",
+    return out.select("eid", "role", pl.col("name").cast(TEXT), "launches").join(syncs.select("eid", block_ns="tail_ns"), on="eid",
                                                                how="left")
 
 
@@ -417,7 +421,7 @@ def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series
     pairs = pairs.filter(pl.col("dst").is_not_null())
     return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns="weight_ns",
                         start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
-                        name=pl.lit(None, STR), lane=_lane(lanes), inferred=pl.lit(False),
+                        name=pl.lit(None, TEXT), lane=_lane(lanes), inferred=pl.lit(False),
                         src_eid=pl.lit(None, I64))
 
 
@@ -557,7 +561,7 @@ def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -
 
 
 _GUESS_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "dst": I64, "s_t": I64, "d_t": I64, "s_eid": I64, "d_eid": I64, "d_name": STR, "d_device": I64,
+    "src": I64, "dst": I64, "s_t": I64, "d_t": I64, "s_eid": I64, "d_eid": I64, "d_name": TEXT, "d_device": I64,
     "d_stream": I64, "inferred": BOOL,
 }
 

@@ -310,7 +310,9 @@ def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
     analyses that classify the same kernel names reuse the rows found before.
     """
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
-    frame = series.to_frame().lazy().select(pl.first().cast(pl.String()).alias("name")).drop_nulls().unique().sort(
+    # distinct values first: a Categorical column (the critical path's names) becomes text
+    # for those alone
+    frame = series.to_frame().lazy().select(pl.first().unique().cast(pl.String()).alias("name")).drop_nulls().sort(
         "name").collect(engine=ENGINE)
     memo = shared.store()
     if memo is None:

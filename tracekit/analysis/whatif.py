@@ -37,7 +37,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.graph import DepGraph, run_sums
+from tracekit.analysis.graph import TEXT, DepGraph, run_sums
 from tracekit.analysis.longest import EdgeOrder, longest_weight
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.errors import UsageError
@@ -108,7 +108,8 @@ def faster(dep: DepGraph, *, kernel_class: str, factor: float, order: Order | No
 
 def _classes(dep: DepGraph) -> pl.DataFrame:
     """(name, kernel_class) of the GPU edges' kernels."""
-    return classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select("name", "kernel_class")
+    return classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select(
+        pl.col("name").cast(TEXT), "kernel_class")
 
 
 def _faster(dep: DepGraph, classes: pl.DataFrame, *, kernel_class: str, factor: float, order: Order | None) -> WhatIf:
