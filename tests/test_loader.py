@@ -52,6 +52,34 @@ def test_golden_kernel_launch_exact_ns_and_links(tmp_path):
     assert t.flows.sort("ph")["binding_point"].to_list() == ["e", None]
 
 
+def test_flows_text_is_categorical_with_the_files_values(tmp_path):
+    """The flows' text columns hold codes (`model.FLOWS_SCHEMA`) and read back as the file's
+    text, numbers and strings alike: from the JSON, from the trace cache, and joined or
+    concatenated with another trace's flows."""
+    from tracekit.model import FLOWS_SCHEMA, TEXT
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 0, "dur": 10},
+        {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 5, "pid": "main", "tid": 3, "ts": 1},
+        {"ph": "t", "cat": "fwdbwd", "name": "fwdbwd", "id": 5, "pid": 1, "tid": "worker 1", "ts": 2},
+        {"ph": "f", "bp": "e", "cat": "ac2g", "name": "ac2g", "id": "0x7", "pid": 1, "tid": 2, "ts": 3},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    expected = [(1, "fwdbwd", "fwdbwd", 5, "s", "main", "3", 1000, None),
+                (2, "fwdbwd", "fwdbwd", 5, "t", "1", "worker 1", 2000, None),
+                (3, "ac2g", "ac2g", 7, "f", "1", "2", 3000, "e")]
+    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
+                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+        flows = trace.flows
+        assert [c for c, t in flows.schema.items() if t == TEXT] == ["cat", "name", "ph", "pid", "tid", "binding_point"]
+        assert dict(flows.schema) == FLOWS_SCHEMA and flows.rows() == expected
+        assert flows.filter(pl.col("ph") == "t")["tid"].to_list() == ["worker 1"]
+        assert flows.filter(pl.col("pid").is_in(["main"]))["eid"].to_list() == [1]
+        both = pl.concat([flows, flows.head(1)])
+        assert both.join(flows.select("pid", "tid", "eid"), on=["pid", "tid"]).height == 4
+
+
 def test_frames_match_documented_schemas(tmp_path):
     t = TraceBuilder().load(tmp_path)
     for name, schema in SCHEMAS.items():

@@ -227,16 +227,16 @@ def test_columns_of_one_value_become_constant_columns():
     frame = pl.DataFrame({"text": [None, None, None], "n": [None, None, None], "e": [None, None, None],
                           "l": [None, None, None], "some": ["x", None, "y"], "same": ["cpu_op"] * 3,
                           "k": [7, 7, 7], "f": [1.5, 1.5, 1.5], "b": [True, True, True], "mixed": [1, 1, 2],
-                          "tail_null": ["x", "x", None]},
+                          "tail_null": ["x", "x", None], "codes": ["ac2g"] * 3, "codes_vary": ["s", "f", "s"]},
                          schema={"text": pl.String, "n": pl.Int64, "e": enum, "l": pl.List(pl.Int64), "some": pl.String,
                                  "same": pl.String, "k": pl.Int64, "f": pl.Float64, "b": pl.Boolean, "mixed": pl.Int64,
-                                 "tail_null": pl.String})
+                                 "tail_null": pl.String, "codes": pl.Categorical(), "codes_vary": pl.Categorical()})
     out = constant_columns(frame)
     assert out.schema == frame.schema and out.equals(frame)
     assert out["some"].to_list() == ["x", None, "y"] and out["tail_null"].to_list() == ["x", "x", None]
     # at any length the constant ones hold one value; the varying ones (and floats, never
     # folded) keep a value a row, and a filter of the frame copies nothing for the former
-    varying = ["some", "f", "mixed", "tail_null"]
+    varying = ["some", "f", "mixed", "tail_null", "codes_vary"]
     constant = [c for c in frame.columns if c not in varying]
     long = pl.concat([frame] * 1000)
     folded = constant_columns(long)
@@ -260,7 +260,8 @@ def _frames(draw):
     floats = st.one_of(st.none(), st.sampled_from([0.0, -0.0, float("nan"), 1.5]))
     columns = {"key": pl.Series(range(n), dtype=pl.Int64)}
     for i in range(draw(st.integers(1, 5))):
-        kind, dtype = draw(st.sampled_from([(texts, pl.String), (ints, pl.Int64), (floats, pl.Float64),
+        kind, dtype = draw(st.sampled_from([(texts, pl.String), (texts, pl.Categorical()), (ints, pl.Int64),
+                                            (floats, pl.Float64),
                                             (st.one_of(st.none(), st.booleans()), pl.Boolean)]))
         values = draw(st.lists(kind, min_size=n, max_size=n) | st.builds(lambda v: [v] * n, kind))
         columns[f"c{i}"] = pl.Series(values, dtype=dtype)

@@ -109,16 +109,20 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
+# The flows' text as codes: a trace holds more flow events than of any other kind (one
+# pair per launch) and nothing reads their text row by row, so each text column takes four
+# bytes a row where a string takes a 16-byte view (0.1 GB less on the 1 GB trace)
+TEXT = pl.Categorical()
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "cat": STR,
-    "name": STR,
+    "cat": TEXT,
+    "name": TEXT,
     "flow_id": I64,
-    "ph": STR,
-    "pid": STR,
-    "tid": STR,
+    "ph": TEXT,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
-    "binding_point": STR,
+    "binding_point": TEXT,
 }
 
 COUNTERS_SCHEMA: dict[str, pl.DataType] = {

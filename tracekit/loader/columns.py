@@ -81,16 +81,17 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> pl.Laz
     del data
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
-    fixes: list[pl.Expr] = [_decode("cat_c", cats).alias("cat")]
+    text = FLOWS_SCHEMA["cat"] if key == "flows" else STR  # (the flows' text: codes, `model.FLOWS_SCHEMA`)
+    fixes: list[pl.Expr] = [_decode("cat_c", cats, text).alias("cat")]
     if "ph_c" in have:
-        fixes.append(_decode("ph_c", dicts["ph"]).alias("ph"))
+        fixes.append(_decode("ph_c", dicts["ph"], text).alias("ph"))
     for f, values in dicts.get(key, {}).items():
         if f in ("bp", "s"):  # absent: null
             values = [v or None for v in values]
-        fixes.append(_decode(f + "_c", values).alias(f))
+        fixes.append(_decode(f + "_c", values, text).alias(f))
     for f in ("pid", "tid", "id"):
         if f + "_i" in have:
-            fixes.append(pl.col(f + "_i").cast(STR).alias(f))
+            fixes.append(pl.col(f + "_i").cast(STR).cast(text if f != "id" else STR).alias(f))
             if key in _NUMBERS_KEPT.get(f, ()):  # the number itself, so it is not parsed back from text
                 fixes.append(pl.col(f + "_i").alias(f + "_num"))
         elif f in have:
@@ -129,9 +130,10 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> pl.Laz
 _NUMBERS_KEPT = {"pid": ("gpu",), "tid": ("gpu",), "id": ("flows",)}
 
 
-def _decode(codes: str, values: list[str]) -> pl.Expr:
-    """Dictionary codes -> the strings (gathered from the small dictionary)."""
-    return pl.lit(pl.Series(values, dtype=STR)).gather(pl.col(codes))
+def _decode(codes: str, values: list[str], dtype: pl.DataType = STR) -> pl.Expr:
+    """Dictionary codes -> the strings (gathered from the small dictionary, of `dtype`:
+    text, or a Categorical's codes)."""
+    return pl.lit(pl.Series(values, dtype=dtype)).gather(pl.col(codes))
 
 
 _PLAIN_3DP = r"[^0-9.\-]|\.[0-9]{4}"  # anything but [-]digits[.up to 3 digits]
