@@ -125,6 +125,32 @@ def test_op_paths(tmp_path):
     assert paths["op_path"].to_list() == ["aten::masked_fill > aten::clone > aten::copy_"]
 
 
+def test_the_op_tree_holds_its_category_once(tmp_path):
+    """`cpu_ops`: the trace's cpu_op rows, in their order, with their nesting; the category,
+    the same on every row, is a constant column (no bytes a row), whatever the ops around."""
+    b = TraceBuilder()
+    b.op("aten::masked_fill", 0, 10_000)
+    b.op("aten::clone", 1_000, 5_000)
+    b.annotation("ProfilerStep#1", 0, 20_000)
+    b.op("aten::copy_", 2_000, 3_000)
+    trace = b.load(tmp_path)
+    nested = cpu_ops(trace)
+    ops = trace.ops.filter(pl.col("cat") == "cpu_op")
+    assert nested.drop("depth", "parent_eid").equals(ops) and ops.height == 3
+    assert nested["depth"].to_list() == [0, 1, 2]
+    long = cpu_ops(TraceBuilder().load(tmp_path, "empty.json.gz"))
+    assert long.is_empty() and long.schema == nested.schema
+    many = TraceBuilder()
+    many.annotation("ProfilerStep#1", 0, 30_000)
+    for i in range(2000):
+        many.op(f"aten::op{i % 7}", i * 10, 5)
+    trace = many.load(tmp_path, "many.json.gz")
+    nested = cpu_ops(trace)
+    assert trace.ops.select("cat").estimated_size() > 2000  # (both categories: a value a row)
+    assert nested.select("cat").estimated_size() < 64 and nested.select("name").estimated_size() > 2000
+    assert nested["cat"].unique().to_list() == ["cpu_op"] and nested.height == 2000
+
+
 def test_empty_trace():
     a = attribute(tracekit.Trace.empty())
     assert a.ops.is_empty() and a.ops.schema == pl.Schema(OPS_SCHEMA)
