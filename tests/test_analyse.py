@@ -40,13 +40,22 @@ def test_same_report_on_one_thread_or_two_and_in_phases(trace, monkeypatch):
 
 
 @pytest.mark.parametrize("phased", [True, False])
-def test_heaviest_wait_for_the_critical_path_on_large_traces(trace, monkeypatch, phased):
-    events: list[str] = []
-    path, gaps = A._path_and_whatifs, A.gaps
+def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkeypatch, phased):
+    """On large traces the gaps start once the critical path has let its graph go: after a
+    slow graph, and before the rest of the path (its segments and summary) is done."""
+    from tracekit.analysis import critical_path as cp_module
 
-    def path_then_mark(*args, **kwargs):
-        out = path(*args, **kwargs)
-        time.sleep(0.5)  # a long critical path: the other thread reaches gaps meanwhile, unless it waits
+    events: list[str] = []
+    path, gaps = cp_module.critical_path, A.gaps
+
+    def slow_path(*args, on_released=None, **kwargs):
+        def released():
+            time.sleep(0.5)  # a long graph: the other thread reaches the gaps meanwhile, unless they wait
+            events.append("graph gone")
+            on_released()
+
+        out = path(*args, on_released=released, **kwargs)
+        time.sleep(0.5)  # the path's tail: the gaps run beside it
         events.append("path done")
         return out
 
@@ -54,11 +63,46 @@ def test_heaviest_wait_for_the_critical_path_on_large_traces(trace, monkeypatch,
         events.append("gaps start")
         return gaps(*args, **kwargs)
 
-    monkeypatch.setattr(A, "_path_and_whatifs", path_then_mark)
+    monkeypatch.setattr(cp_module, "critical_path", slow_path)
     monkeypatch.setattr(A, "gaps", gaps_marked)
     monkeypatch.setattr(A, "PHASED_BYTES", 0 if phased else 2**62)
-    A.analyse(trace, options=A.AnalysisOptions(workers=2))
-    assert events == (["path done", "gaps start"] if phased else ["gaps start", "path done"])
+    a = A.analyse(trace, options=A.AnalysisOptions(workers=2))
+    assert events == (["graph gone", "gaps start", "path done"] if phased else ["gaps start", "graph gone", "path done"])
+    assert a.critical_path is not None and a.gaps.gaps.height
+
+
+@pytest.mark.parametrize("where", ["graph", "links"])
+def test_a_failed_critical_path_does_not_hold_the_gaps_back(trace, monkeypatch, where):
+    """The gaps wait for the path's graph to go; a path that fails (a note) or whose links
+    fail (an error) never lets one go, and the gaps must not wait for ever."""
+    import threading
+
+    from tracekit.analysis import critical_path as cp_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no path")
+
+    monkeypatch.setattr(cp_module, "critical_path", broken)
+    if where == "links":
+        monkeypatch.setattr(A, "_links", broken)
+    monkeypatch.setattr(A, "PHASED_BYTES", 0)
+    out: list[object] = []
+
+    def run():
+        try:
+            out.append(A.analyse(trace, options=A.AnalysisOptions(workers=2)))
+        except RuntimeError as exc:
+            out.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and len(out) == 1
+    if where == "graph":
+        assert out[0].critical_path is None and out[0].gaps.gaps.height
+        assert "critical_path analysis failed: RuntimeError: no path" in out[0].notes
+    else:
+        assert str(out[0]) == "no path"
 
 
 @pytest.mark.parametrize("phased", [True, False])

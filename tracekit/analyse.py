@@ -8,7 +8,8 @@ Nothing here formats or prints.
 
 The independent analyses run on two threads (`workers_for`: one when two at once could need
 more than half the machine's memory; `AnalysisOptions.workers` decides instead; on large
-traces the heaviest wait for the critical path). The critical path's what-ifs are computed
+traces the heaviest start last, once the critical path has let its graph go). The critical
+path's what-ifs are computed
 as soon as the path is found, and its dependency graph is then let go, before the path's
 contexts and summary, unless `AnalysisOptions.keep_graph`.
 """
@@ -156,8 +157,9 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     # links (op tree, launch calls, GPU links) are computed by the first task that asks
     # (the critical path, the longest, started first) while the second thread runs the
     # analyses that do not need them; any other task that asks meanwhile waits for them.
+    graph_gone = threading.Event()  # set once the critical path lets its graph go (or fails)
     tasks: dict[str, Callable[[], Any]] = {
-        "critical_path": lambda: _path_and_whatifs(trace, opts, notes),
+        "critical_path": lambda: _path_and_whatifs(trace, opts, notes, graph_gone),
         # without the links
         "timeline": lambda: timeline(trace),
         "breakdown": lambda: breakdown(trace),
@@ -179,8 +181,9 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     }
     steps.total = len(tasks) + 1  # the tasks, the findings
     workers = opts.workers or workers_for(trace)
-    later = {name: tasks.pop(name) for name in HEAVY} if large(trace) else {}
-    done = {**_run_all(steps.wrap(tasks), workers=workers), **_run_all(steps.wrap(later), workers=workers)}
+    if large(trace):  # last, and not before the graph is gone (see `workers_for`)
+        tasks.update({name: partial(_after, graph_gone, tasks.pop(name)) for name in HEAVY})
+    done = _run_all(steps.wrap(tasks), workers=workers)
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
@@ -199,6 +202,12 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
                     notes=[n for name in OPTIONAL for n in notes[name]])
 
 
+def _after(event: threading.Event, task: Callable[[], Any]) -> Any:
+    """`task`, once `event` is set."""
+    event.wait()
+    return task()
+
+
 def _links(trace: Trace) -> pl.DataFrame:
     """The GPU work with its launch call and op (`links.gpu_links` on the shared op tree and
     launch calls): computed once inside `sharing()`, by the first analysis that asks."""
@@ -207,7 +216,7 @@ def _links(trace: Trace) -> pl.DataFrame:
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
-PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the critical path
+PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the critical path's graph
 WORKERS = 2
 MEMORY_FACTOR = 10  # the process's peak with two threads, in multiples of the frames' size (9.4x at 250 MB, 8x at 1 GB)
 
@@ -218,7 +227,12 @@ def workers_for(trace: Trace) -> int:
     and running out is worse than slow.
 
     On large traces (`PHASED_BYTES`) the heaviest analysis after the critical path
-    (`HEAVY`) waits for it, so that their peaks never add up: on the 1 GB trace the peak
+    (`HEAVY`) starts last, and not before the path has let its dependency graph go, so
+    that their peaks never add up; it runs beside the path's segments, contexts and
+    summary, which take a fraction of the graph's memory (the 1 GB trace's analyses:
+    0.949x the time of waiting for the whole path, a peak no higher, 0.987x; 3
+    alternating rounds, `benchmarks/ab.py HEAD --job analyse`). First, when it waited for
+    everything: on the 1 GB trace the peak
     was 5.1 GB instead of 6.1 GB (one thread: 5.1 GB too), in 49 s instead of 44 s (one
     thread: 52 s), when the attribution waited too. Since its C walks the attribution
     peaks at a fifth of what it did and runs beside the critical path (the 1 GB trace's
@@ -265,20 +279,26 @@ def _steps_timeline(trace: Trace) -> tuple[pl.DataFrame | None, Any]:
     return bounds, step_timeline(trace, bounds)
 
 
-def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]]) -> tuple[Any, list[Any]]:
+def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],
+                      graph_gone: threading.Event | None = None) -> tuple[Any, list[Any]]:
     """The critical path and its what-ifs. The what-ifs are computed as soon as the path is
     found, while the dependency graph is whole; then (unless `keep_graph`) the graph is let
     go before the path's contexts and summary are made: at scale it is the largest
     intermediate of all, and they would add to it (the findings get the
     `no_launch_overhead` estimate they need from the what-ifs)."""
-    _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
-    whatifs: list[Any] = []
+    gone = graph_gone or threading.Event()
+    try:
+        _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
+        whatifs: list[Any] = []
 
-    def on_graph(graph: Any) -> None:
-        whatifs.extend(_optional("whatifs", trace, opts, notes["whatifs"], {"graph": graph}) or [])
+        def on_graph(graph: Any) -> None:
+            whatifs.extend(_optional("whatifs", trace, opts, notes["whatifs"], {"graph": graph}) or [])
 
-    path = _optional("critical_path", trace, opts, notes["critical_path"], {"on_graph": on_graph})
-    return path, whatifs if path is not None else []
+        path = _optional("critical_path", trace, opts, notes["critical_path"],
+                         {"on_graph": on_graph, "on_released": gone.set})
+        return path, whatifs if path is not None else []
+    finally:
+        gone.set()  # (a path that failed, or none: nothing to wait for)
 
 
 def _run_all(tasks: dict[str, Callable[[], Any]], workers: int) -> dict[str, Any]:
@@ -298,7 +318,7 @@ def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], 
             from tracekit.analysis.critical_path import critical_path
 
             return critical_path(trace, links=_links(trace), on_graph=shared.get("on_graph"),
-                                 keep_graph=opts.keep_graph)
+                                 keep_graph=opts.keep_graph, on_released=shared.get("on_released"))
         if name == "attention":
             from tracekit.analysis.attention import analyze_attention
 

@@ -120,7 +120,7 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
 def critical_path(trace: Trace, *, window: str | None = None, index: int | None = None,
                   graph: DepGraph | None = None, links: pl.DataFrame | None = None,
                   on_graph: Callable[[DepGraph], object] | None = None, keep_graph: bool = True,
-                  **graph_options: int) -> CriticalPath:
+                  on_released: Callable[[], object] | None = None, **graph_options: int) -> CriticalPath:
     """The critical path of the whole trace or of one window (see `resolve_window`).
 
     on_graph: called with the dependency graph once the path is found (the what-ifs,
@@ -129,6 +129,9 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
         this call built is let go before the segments get their contexts: at scale the
         graph is the largest intermediate of all (the 1 GB trace's edges, CPU pieces and
         their orders), and the contexts and the summary would otherwise add to it.
+    on_released: called once this call has no more use for the graph (its path's steps are
+        read), before the segments, contexts and summary, which take a fraction of its
+        memory (`analyse()` starts its heaviest analysis there on large traces).
     """
     label, start, end = resolve_window(trace, window, index=index)
     links = gpu_links(trace) if links is None else links
@@ -141,6 +144,8 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
     steps = path_steps(dep, nodes)
     shape, slices, pieces, kept = GraphShape.of(dep), dep.slices, dep.segments, dep if keep_graph else None
     del dep, graph  # the edges go before the segments are gathered (the caller's own graph stays alive with the caller)
+    if on_released is not None:
+        on_released()
     segs = steps_to_segments(steps, pieces, shape.start_ns, shape.end_ns)
     del steps, pieces
     segments = _with_context(segs, slices, links)
