@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from builders import A100, TraceBuilder
 from click.testing import CliRunner
-from conftest import real_trace
+from conftest import all_real_traces, real_trace
 
 from tracekit.analysis.attention import analyze_attention
 from tracekit.analysis.attention_compare import compare_attention, variant_label
@@ -865,3 +865,46 @@ def _path_share_by_text(result, path) -> dict[str, Any]:
     window = int(path.window_ns)
     return {"window_ns": window, "attention_ns": gpu_ns + host_ns, "gpu_ns": gpu_ns, "host_ns": host_ns,
             "share": (gpu_ns + host_ns) / window if window else None}
+
+
+def _op_regions_row_by_row(ops: pl.DataFrame, trace: Any) -> pl.DataFrame:
+    """`attention_find.op_regions` with its patterns run on every row: the reference of the
+    distinct-name lookup."""
+    from tracekit.analysis import attention_find as af
+
+    rows = ops.with_columns(_kind=af.core_kind(pl.col("name"))).filter(pl.col("_kind").is_not_null())
+    flex_py = trace.ops.filter((pl.col("cat") == "python_function") & pl.col("name").str.contains(af.FLEX_PY_RE))
+    parts = [af._regions(rows, pl.col("_kind"))] + ([af._regions(flex_py, "flex")] if flex_py.height else [])
+    return pl.concat(parts)
+
+
+def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
+    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.links import cpu_ops
+
+    b = TraceBuilder(devices=[A100])
+    names = ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention", "aten::add",
+             "aten::_scaled_dot_product_flash_attention_backward", "flash_attn::_flash_attn_forward",
+             "flex_attention", "FlexAttentionBackward", "xformers::efficient_attention_forward_cutlass",
+             "aten::mm", "aten::scaled_dot_product_attention"]
+    for i, name in enumerate(names * 3):
+        b.op(name, i * 100 * US, 50 * US, tid=1 + i % 2)
+    b.op("flex_attention.py(120): flex_attention", 5_000 * US, 10 * US, cat="python_function")
+    trace = b.load(tmp_path)
+    ops = cpu_ops(trace)
+    found = op_regions(ops, trace)
+    assert found.equals(_op_regions_row_by_row(ops, trace))
+    assert found["kind"].value_counts(sort=True).rows() == [("sdpa", 9), ("external", 6), ("flex", 4)]
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_real_op_regions_look_names_up_as_every_row_would(path: Path) -> None:
+    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.links import cpu_ops
+
+    from test_graph import load_cached
+
+    trace = load_cached(path)
+    ops = cpu_ops(trace)
+    assert op_regions(ops, trace).equals(_op_regions_row_by_row(ops, trace))
