@@ -900,10 +900,10 @@ def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
 @pytest.mark.real
 @pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
 def test_real_op_regions_look_names_up_as_every_row_would(path: Path) -> None:
+    from test_graph import load_cached
+
     from tracekit.analysis.attention_find import op_regions
     from tracekit.analysis.links import cpu_ops
-
-    from test_graph import load_cached
 
     trace = load_cached(path)
     ops = cpu_ops(trace)
