@@ -4,6 +4,7 @@ does not apply to, the per-name table, and agreement with Kineto on real traces.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -204,6 +205,29 @@ def test_occupancy_table_mode_ties_are_alphabetical():
     rows = [launch(1000, 256, 128, 0, name="k"), launch(1000, 256, 32, 0, name="k")]
     table = occupancy_table(pl.DataFrame(rows, schema=GPU_SCHEMA), devices(A100))
     assert table["limiting_factor"].to_list() == ["registers"]
+
+
+def test_the_table_and_the_rules_hold_no_per_launch_frame():
+    """Inside `sharing()` (an `analyse()` run) the table leaves nothing remembered, and the
+    findings' `Context.occupancy` is the per-launch frame's rule columns, the same rows."""
+    from tracekit.analysis.shared import sharing, store
+    from tracekit.findings.context import OCCUPANCY_COLUMNS, Context
+
+    rows = [launch(1000, 256, 32, 0, name="k", dur=100), launch(54, 256, 128, 0, name="small", dur=50),
+            launch(0, 0, None, None, name="copy", cat="gpu_memcpy")]
+    gpu = pl.DataFrame(rows, schema=GPU_SCHEMA)
+    with sharing():
+        table = occupancy_table(gpu, devices(A100))
+        assert not [key for key in store() if key[0] == "occupancy"]
+        occupancy(gpu, devices(A100))  # (the per-launch frame itself is remembered where asked for)
+        assert [key[0] for key in store() if key[0] == "occupancy"] == ["occupancy"]
+    assert table["name"].to_list() == ["k", "small"] and table["count"].to_list() == [1, 1]
+    trace = tracekit.Trace.empty().replace(gpu=gpu)
+    trace = trace.replace(meta=replace(trace.meta, devices=devices(A100)))
+    got = Context(trace).occupancy
+    assert got.columns == list(OCCUPANCY_COLUMNS)
+    assert got.equals(occupancy(gpu, devices(A100)).select(OCCUPANCY_COLUMNS))
+    assert got["sm_efficiency"].to_list() == [1.0, 0.5]
 
 
 # -- real traces ------------------------------------------------------------------------------

@@ -195,6 +195,12 @@ def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
 
 
 def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
+    return occupancy_plan(gpu, devices).collect(engine=ENGINE)
+
+
+def occupancy_plan(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.LazyFrame:
+    """`occupancy` as a lazy plan, for readers that aggregate it or need a few of its
+    columns: they need not hold every column of every launch."""
     computable = _computable()
     frame = (
         _kernels(gpu)
@@ -233,7 +239,6 @@ def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
         )
         .select(list(OCCUPANCY_SCHEMA))
         .cast(OCCUPANCY_SCHEMA)
-        .collect(engine=ENGINE)
     )
 
 
@@ -250,8 +255,14 @@ def _weighted_mean(col: str) -> pl.Expr:
 def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     """Per kernel name: calls, total time, duration-weighted mean theoretical occupancy,
     the most frequent limiting factor (ties: alphabetical), Kineto's duration-weighted mean
-    `est. achieved occupancy %` and the duration-weighted SM efficiency; by total time."""
-    occ = occupancy(gpu, devices).lazy()
+    `est. achieved occupancy %` and the duration-weighted SM efficiency; by total time.
+
+    Aggregated from the launches' columns it reads (`occupancy_plan`), which are let go
+    once it is made; the whole per-launch frame, remembered for the findings, had been held
+    through every other analysis of an `analyse()` run (71 MB on the 1 GB trace)."""
+    occ = occupancy_plan(gpu, devices).select(
+        "name", "dur_ns", "theoretical_occupancy", "kineto_occupancy_pct", "sm_efficiency", "limiting_factor",
+    ).collect(engine=ENGINE).lazy()
     modes = (
         occ.drop_nulls("limiting_factor")
         .group_by("name", "limiting_factor").agg(n=pl.len())

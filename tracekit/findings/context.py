@@ -24,13 +24,16 @@ from tracekit.analysis import timeline as _timeline
 from tracekit.analysis import windows as _windows
 from tracekit.analysis.attribution import op_paths
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.occupancy import occupancy
+from tracekit.analysis.occupancy import occupancy_plan
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.findings.model import Evidence
-from tracekit.model import NOT_CPU_CATS, Trace
+from tracekit.model import ENGINE, NOT_CPU_CATS, Trace
 
 I64, STR = pl.Int64, pl.String
 EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
+# the per-launch occupancy columns the rules read (`Context.occupancy`): a launch's place
+# and time for its evidence, its grid and its SM efficiency
+OCCUPANCY_COLUMNS = ("eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_blocks", "sm_efficiency")
 T = TypeVar("T")
 
 
@@ -173,7 +176,10 @@ class Context:
 
     @once
     def occupancy(self) -> pl.DataFrame:
-        return occupancy(self.trace.gpu, self.trace.meta.devices)
+        """Per kernel launch (`occupancy.occupancy`), the columns the rules read
+        (`OCCUPANCY_COLUMNS`): from the plan, not every column of every launch."""
+        return occupancy_plan(self.trace.gpu, self.trace.meta.devices).select(OCCUPANCY_COLUMNS).collect(
+            engine=ENGINE)
 
     @once
     def critical_path(self) -> Any:
