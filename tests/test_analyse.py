@@ -138,3 +138,60 @@ def test_the_analyses_and_report_leave_constant_columns_constant(name):
     assert ("ops", "ph") in constant and ("runtime", "pid") in constant and len(constant) >= 10
     build_report(trace, analysis=A.analyse(trace))
     assert [(f, c) for f, c in constant if getattr(trace, f).select(c).estimated_size() >= 64] == []
+
+
+def test_run_all_starts_a_later_task_first_once_ready():
+    """`_run_all`: a `later` task waits for `ready`, then goes before every task not yet
+    started; results come back by name, in order."""
+    import threading
+
+    ready, started = threading.Event(), []
+
+    def task(name, wait=0.0, then=None):
+        def run():
+            started.append(name)
+            time.sleep(wait)
+            if then is not None:
+                then()
+            return name.upper()
+        return run
+
+    # thread 1 runs the long "path", which sets `ready` part way; thread 2 runs the queue
+    tasks = {"path": task("path", 0.3, ready.set), "a": task("a", 0.1), "b": task("b", 0.1), "c": task("c", 0.1),
+             "d": task("d", 0.1), "e": task("e", 0.1)}
+    done = A._run_all(tasks, workers=2, later={"gaps": task("gaps")}, ready=ready)
+    assert done == {n: n.upper() for n in ["path", "a", "b", "c", "d", "e", "gaps"]}
+    assert list(done) == ["path", "a", "b", "c", "d", "e", "gaps"]
+    assert set(started[:2]) == {"path", "a"} and started.index("gaps") < started.index("e")
+    # on one thread: in order, the later ones last
+    started.clear()
+    ready.clear()
+    done = A._run_all(tasks | {"path": task("path", 0, ready.set)}, workers=1, later={"gaps": task("gaps")},
+                      ready=ready)
+    assert started == ["path", "a", "b", "c", "d", "e", "gaps"]
+
+
+def test_run_all_never_waits_for_a_ready_that_no_task_sets():
+    import threading
+
+    never = threading.Event()
+    done = A._run_all({"a": lambda: 1}, workers=2, later={"b": lambda: 2}, ready=never)
+    assert done == {"a": 1, "b": 2}
+
+
+def test_run_all_raises_the_first_failure_in_order_after_every_task():
+    import threading
+
+    ended = []
+
+    def fail(name):
+        def run():
+            time.sleep(0.05 if name == "first" else 0)
+            ended.append(name)
+            raise ValueError(name)
+        return run
+
+    with pytest.raises(ValueError, match="first"):
+        A._run_all({"first": fail("first"), "second": fail("second"), "ok": lambda: ended.append("ok")}, workers=2,
+                   later={"late": lambda: ended.append("late")}, ready=threading.Event())
+    assert sorted(ended) == ["first", "late", "ok", "second"]

@@ -8,10 +8,10 @@ Nothing here formats or prints.
 
 The independent analyses run on two threads (`workers_for`: one when two at once could need
 more than half the machine's memory; `AnalysisOptions.workers` decides instead; on large
-traces the heaviest start last, once the critical path has let its graph go). The critical
-path's what-ifs are computed
-as soon as the path is found, and its dependency graph is then let go, before the path's
-contexts and summary, unless `AnalysisOptions.keep_graph`.
+traces the heaviest start once the critical path has let its graph go, before any analysis
+not yet started). The critical path's what-ifs are computed as soon as the path is found,
+and its dependency graph is then let go, before the path's contexts and summary, unless
+`AnalysisOptions.keep_graph`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import contextvars
 import os
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -181,9 +181,10 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     }
     steps.total = len(tasks) + 1  # the tasks, the findings
     workers = opts.workers or workers_for(trace)
-    if large(trace):  # last, and not before the graph is gone (see `workers_for`)
-        tasks.update({name: partial(_after, graph_gone, tasks.pop(name)) for name in HEAVY})
-    done = _run_all(steps.wrap(tasks), workers=workers)
+    # on large traces the heaviest start once the critical path's graph is gone, before any
+    # task not yet started (see `workers_for`)
+    heavy = {name: tasks.pop(name) for name in HEAVY} if large(trace) else {}
+    done = _run_all(steps.wrap(tasks), workers=workers, later=steps.wrap(heavy), ready=graph_gone)
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
@@ -200,12 +201,6 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     steps.end("findings")
     return Analysis(trace=trace, options=opts, **core, **extra, findings=findings, whatifs=whatifs,
                     notes=[n for name in OPTIONAL for n in notes[name]])
-
-
-def _after(event: threading.Event, task: Callable[[], Any]) -> Any:
-    """`task`, once `event` is set."""
-    event.wait()
-    return task()
 
 
 def _links(trace: Trace) -> pl.DataFrame:
@@ -227,11 +222,13 @@ def workers_for(trace: Trace) -> int:
     and running out is worse than slow.
 
     On large traces (`PHASED_BYTES`) the heaviest analysis after the critical path
-    (`HEAVY`) starts last, and not before the path has let its dependency graph go, so
-    that their peaks never add up; it runs beside the path's segments, contexts and
-    summary, which take a fraction of the graph's memory (the 1 GB trace's analyses:
-    0.949x the time of waiting for the whole path, a peak no higher, 0.987x; 3
-    alternating rounds, `benchmarks/ab.py HEAD --job analyse`). First, when it waited for
+    (`HEAVY`) does not start before the path has let its dependency graph go, so that
+    their peaks never add up; it runs beside the path's segments, contexts and summary,
+    which take a fraction of the graph's memory (the 1 GB trace's analyses: 0.949x the
+    time of waiting for the whole path, a peak no higher, 0.987x; 3 alternating rounds,
+    `benchmarks/ab.py HEAD --job analyse`). From then on the next thread that comes free
+    takes it before any analysis not yet started (`_run_all`'s `later`), rather than after
+    all of them: 0.963x the time, the same peak (1.003x; 4 rounds). First, when it waited for
     everything: on the 1 GB trace the peak
     was 5.1 GB instead of 6.1 GB (one thread: 5.1 GB too), in 49 s instead of 44 s (one
     thread: 52 s), when the attribution waited too. Since its C walks the attribution
@@ -301,14 +298,68 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
         gone.set()  # (a path that failed, or none: nothing to wait for)
 
 
-def _run_all(tasks: dict[str, Callable[[], Any]], workers: int) -> dict[str, Any]:
+def _run_all(tasks: dict[str, Callable[[], Any]], workers: int, *, later: dict[str, Callable[[], Any]] | None = None,
+             ready: threading.Event | None = None) -> dict[str, Any]:
     """Run the tasks on `workers` threads, each in a copy of this context (so they share
-    the `sharing()` memo); exceptions propagate as they would in a plain loop."""
+    the `sharing()` memo), in their order; exceptions propagate as they would in a plain
+    loop (the first failed task's, in that order, once every task has ended).
+
+    later: tasks that start once `ready` is set (or once no other task is left to set it),
+    each before any task not yet started: a thread that comes free takes one as soon as it
+    may. On one thread they run after the others."""
+    later = later or {}
     if workers < 2:
-        return {name: task() for name, task in tasks.items()}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-analyse") as pool:
-        futures = {name: pool.submit(contextvars.copy_context().run, task) for name, task in tasks.items()}
-        return {name: future.result() for name, future in futures.items()}
+        done = {name: task() for name, task in tasks.items()}
+        return done | {name: task() for name, task in later.items()}
+    order = [*tasks, *later]
+    contexts = {name: contextvars.copy_context() for name in order}  # (this thread's: the memo)
+    queue, waiting = deque(tasks.items()), deque(later.items())
+    results: dict[str, Any] = {}
+    errors: dict[str, BaseException] = {}
+    lock = threading.Condition()
+    running = [0]  # tasks of `tasks` started and not ended
+
+    def take() -> tuple[str, Callable[[], Any], bool] | None:
+        with lock:
+            while True:
+                go = ready is None or ready.is_set() or (not queue and not running[0])
+                if waiting and go:
+                    return (*waiting.popleft(), False)
+                if queue:
+                    running[0] += 1
+                    return (*queue.popleft(), True)
+                if not waiting:
+                    return None
+                lock.wait(0.01)  # (`ready` is set by a running task: look again soon)
+
+    def work() -> None:
+        while (item := take()) is not None:
+            name, task, counted = item
+            try:
+                results[name] = contexts[name].run(task)
+            except BaseException as exc:  # noqa: BLE001  (raised on the calling thread, in order)
+                errors[name] = exc
+            finally:
+                if counted:
+                    with lock:
+                        running[0] -= 1
+                        lock.notify_all()
+
+    threads = [threading.Thread(target=work, name=f"tracekit-analyse_{i}", daemon=True) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # an interrupt: nothing more starts; the running tasks end on their own
+        with lock:
+            queue.clear()
+            waiting.clear()
+        raise
+    for name in order:
+        if name in errors:
+            raise errors[name]
+    return {name: results[name] for name in order}
 
 
 def _optional(name: str, trace: Trace, opts: AnalysisOptions, notes: list[str], shared: dict[str, Any]) -> Any:
