@@ -290,7 +290,7 @@ def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame)
     found = gpu.join(ops.with_row_index("_k").select("eid", pl.col("_k").cast(I64) + slices.height), on="eid",
                      how="inner")
     row = row.scatter(found["_i"], found["_k"]) if found.height else row
-    # the names as codes (`graph.TEXT`): the gather copies four bytes a segment, where text
+    # the names as codes (`model.TEXT`): the gather copies four bytes a segment, where text
     # took a 16-byte view (and, gathered from two chunks, a copy of every name it read)
     names = pl.concat([slices["name"], ops["op_name"]]).cast(TEXT)
     context = names.gather(row.set(row < 0, None))

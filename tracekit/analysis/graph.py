@@ -60,7 +60,7 @@ from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
 from tracekit.analysis.windows import STEP_NAME
-from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
 
 if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
     import networkx as nx
@@ -74,10 +74,9 @@ ROLES = ("op", "python", "runtime")
 CLASS = pl.Enum(CLASSES)
 KIND = pl.Enum(EDGE_KINDS)
 ROLE = pl.Enum(ROLES)
-# names and lanes, which repeat a few dozen values over millions of edges and pieces: four
-# bytes a row as a Categorical where text takes a 16-byte view (the 1 GB trace's graph and
-# path carry 4.4M pieces each)
-TEXT = pl.Categorical()
+# names and lanes, which repeat a few dozen values over millions of edges and pieces, are
+# `TEXT` (the model's Categorical): four bytes a row where text takes a 16-byte view (the
+# 1 GB trace's graph and path carry 4.4M pieces each)
 EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
 DEFAULT_SYNC_TOLERANCE_NS = 20_000
 DEFAULT_MIN_BLOCKING_NS = 10_000
