@@ -189,7 +189,8 @@ def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
 
     `gpu` is a frame with `tracekit.model.GPU_SCHEMA` columns (only `cat == "kernel"` rows
     are used); `devices` is `trace.meta.devices`. Rows keep the order of `gpu`. Computed
-    once per pair of frames inside `shared.sharing()` (the table and the findings both read it).
+    once per pair of frames inside `shared.sharing()`. The table and the findings' rule read
+    only some of its columns, from `occupancy_plan`, and hold none of it.
     """
     return remember("occupancy", (gpu, devices), lambda: _occupancy(gpu, devices))
 
