@@ -277,13 +277,13 @@ def _steps_timeline(trace: Trace) -> tuple[pl.DataFrame | None, Any]:
 
 
 def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list[str]],
-                      graph_gone: threading.Event | None = None) -> tuple[Any, list[Any]]:
+                      graph_gone: threading.Event) -> tuple[Any, list[Any]]:
     """The critical path and its what-ifs. The what-ifs are computed as soon as the path is
     found, while the dependency graph is whole; then (unless `keep_graph`) the graph is let
     go before the path's contexts and summary are made: at scale it is the largest
     intermediate of all, and they would add to it (the findings get the
-    `no_launch_overhead` estimate they need from the what-ifs)."""
-    gone = graph_gone or threading.Event()
+    `no_launch_overhead` estimate they need from the what-ifs). `graph_gone` is set once the
+    graph is let go, or when no path is found."""
     try:
         _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
         whatifs: list[Any] = []
@@ -292,10 +292,10 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
             whatifs.extend(_optional("whatifs", trace, opts, notes["whatifs"], {"graph": graph}) or [])
 
         path = _optional("critical_path", trace, opts, notes["critical_path"],
-                         {"on_graph": on_graph, "on_released": gone.set})
+                         {"on_graph": on_graph, "on_released": graph_gone.set})
         return path, whatifs if path is not None else []
     finally:
-        gone.set()  # (a path that failed, or none: nothing to wait for)
+        graph_gone.set()  # (a path that failed, or none: nothing to wait for)
 
 
 def _run_all(tasks: dict[str, Callable[[], Any]], workers: int, *, later: dict[str, Callable[[], Any]] | None = None,
