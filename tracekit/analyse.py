@@ -211,7 +211,7 @@ def _links(trace: Trace) -> pl.DataFrame:
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
-PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the critical path's graph
+PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the path's graph
 WORKERS = 2
 MEMORY_FACTOR = 10  # the process's peak with two threads, in multiples of the frames' size (9.4x at 250 MB, 8x at 1 GB)
 
@@ -298,7 +298,8 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
         graph_gone.set()  # (a path that failed, or none: nothing to wait for)
 
 
-def _run_all(tasks: dict[str, Callable[[], Any]], workers: int, *, later: dict[str, Callable[[], Any]] | None = None,
+def _run_all(tasks: dict[str, Callable[[], Any]], workers: int, *,
+             later: dict[str, Callable[[], Any]] | None = None,
              ready: threading.Event | None = None) -> dict[str, Any]:
     """Run the tasks on `workers` threads, each in a copy of this context (so they share
     the `sharing()` memo), in their order; exceptions propagate as they would in a plain
@@ -345,7 +346,8 @@ def _run_all(tasks: dict[str, Callable[[], Any]], workers: int, *, later: dict[s
                         running[0] -= 1
                         lock.notify_all()
 
-    threads = [threading.Thread(target=work, name=f"tracekit-analyse_{i}", daemon=True) for i in range(workers)]
+    threads = [threading.Thread(target=work, name=f"tracekit-analyse_{i}", daemon=True)
+               for i in range(workers)]
     for thread in threads:
         thread.start()
     try:

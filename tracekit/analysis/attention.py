@@ -376,7 +376,8 @@ def critical_path_share(result: AttentionResult, path: Any) -> dict[str, Any]:
     segs = path.segments
     in_scope = result.events.filter(pl.col("in_scope")).select("eid")
     # the lanes' text is read once per distinct lane (the path holds them as a Categorical)
-    lanes = segs.select(pl.col("lane").unique()).drop_nulls().with_columns(_text=pl.col("lane").cast(pl.String))
+    lanes = segs.select(pl.col("lane").unique()).drop_nulls().with_columns(
+        _text=pl.col("lane").cast(pl.String))
     text = pl.col("_text")
     gpu_lanes = lanes.filter(text.str.starts_with("gpu:"))["lane"]
     cpu_lanes = lanes.filter(text.str.starts_with("cpu:")).select(

@@ -140,7 +140,8 @@ def op_regions(ops: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     name = pl.col("name")
     kinds = ops.select(name.unique()).filter(name.is_not_null()).with_columns(_kind=core_kind(name)).filter(
         pl.col("_kind").is_not_null())
-    rows = ops.filter(name.is_in(kinds["name"].implode())).join(kinds, on="name", how="left", maintain_order="left")
+    rows = ops.filter(name.is_in(kinds["name"].implode())).join(kinds, on="name", how="left",
+                                                              maintain_order="left")
     flex_py = trace.ops.filter(pl.col("cat") == "python_function").filter(name.str.contains(FLEX_PY_RE))
     parts = [_regions(rows, pl.col("_kind"))]
     if flex_py.height:

@@ -236,8 +236,9 @@ def steps_to_segments(on_path: pl.DataFrame, segments: pl.DataFrame, start_ns: i
     if before or after:  # the window's ends become rows of `other`, read before and after the path's
         bounds = [(start_ns, first)] * before + [(last, end_ns)] * after
         idle = pl.DataFrame(bounds, schema={"start_ns": I64, "end_ns": I64}, orient="row").with_columns(
-            cls=pl.lit("idle", CLASS), name=pl.lit("outside the path", TEXT), eid=pl.lit(None, I64), lane=pl.lit(None, TEXT),
-            weight_ns=pl.lit(0, I64), edge=pl.lit("window", EDGE), inferred=pl.lit(False), src_eid=pl.lit(None, I64))
+            cls=pl.lit("idle", CLASS), name=pl.lit("outside the path", TEXT), eid=pl.lit(None, I64),
+            lane=pl.lit(None, TEXT), weight_ns=pl.lit(0, I64), edge=pl.lit("window", EDGE),
+            inferred=pl.lit(False), src_eid=pl.lit(None, I64))
         n = other.height
         other = pl.concat([other, idle.select(other.columns)], how="vertical")
         source = pl.concat([pl.Series([-1 - n] * before, dtype=I64), source,
@@ -348,7 +349,8 @@ def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGr
     shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
     # grouped on the class codes, which become text once summed (a cast of every row cost more)
     by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
-                  .with_columns(pl.col("cls").cast(STR), pl.col("context").cast(STR), share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
+                  .with_columns(pl.col("cls", "context").cast(STR),
+                                share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
                   .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
     return CriticalPath(

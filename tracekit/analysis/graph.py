@@ -390,8 +390,8 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
                        maintain_order="left")
     out = out.with_columns(
         launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
-    return out.select("eid", "role", pl.col("name").cast(TEXT), "launches").join(syncs.select("eid", block_ns="tail_ns"), on="eid",
-                                                               how="left")
+    return out.select("eid", "role", pl.col("name").cast(TEXT), "launches").join(
+        syncs.select("eid", block_ns="tail_ns"), on="eid", how="left")
 
 
 def piece_runs(src: pl.Series, anchors: pl.Series) -> tuple[pl.Series, pl.Series]:

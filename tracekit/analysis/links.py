@@ -37,7 +37,9 @@ def cpu_ops(trace: Trace) -> pl.DataFrame:
     filter had copied it, a 16-byte view a row (21 MB on the 1 GB trace, for the whole run)."""
     def compute() -> pl.DataFrame:
         ops = trace.ops.filter(pl.col("cat") == "cpu_op")
-        return with_parents(ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat")) if ops.height > 1 else ops)
+        if ops.height > 1:
+            ops = ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat"))
+        return with_parents(ops)
 
     return remember("cpu_ops", (trace,), compute)
 

@@ -312,8 +312,8 @@ def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
     # distinct values first: a Categorical column (the critical path's names) becomes text
     # for those alone
-    frame = series.to_frame().lazy().select(pl.first().unique().cast(pl.String()).alias("name")).drop_nulls().sort(
-        "name").collect(engine=ENGINE)
+    frame = series.to_frame().lazy().select(pl.first().unique().cast(pl.String()).alias("name")).drop_nulls()
+    frame = frame.sort("name").collect(engine=ENGINE)
     memo = shared.store()
     if memo is None:
         return _classify(frame)

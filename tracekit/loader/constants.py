@@ -17,7 +17,8 @@ from __future__ import annotations
 import polars as pl
 
 # dtypes whose equality is plain equality (floats are left out: NaN and -0.0 compare oddly)
-_EXACT = (pl.String, pl.Categorical, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+_EXACT = (pl.String, pl.Categorical, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64,
+          pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
 
 
 def constant_columns(frame: pl.DataFrame) -> pl.DataFrame:

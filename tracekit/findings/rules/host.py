@@ -59,7 +59,8 @@ def host_bound_path(ctx: Context, p: Params) -> Hit | None:
            .sort(["ns", "context"], descending=[True, False]).head(EVIDENCE_ROWS))
     shown = pl.col("context").is_in(top["context"].implode(), nulls_equal=True)
     first = cp.segments.lazy().filter(host_cls & shown).group_by("context").agg(
-        ts_ns=pl.col("start_ns").first(), lane=pl.col("lane").first()).cast({"context": pl.String, "lane": pl.String})
+        ts_ns=pl.col("start_ns").first(), lane=pl.col("lane").first()).cast(
+        {"context": pl.String, "lane": pl.String})
     top = top.lazy().join(first, on="context", how="left", nulls_equal=True, maintain_order="left").with_columns(
         name=pl.col("context"), dur_ns=pl.col("ns")).collect()
     return Hit(title=f"Critical path {fmt.pct(host, 0)} host overhead ({cp.sentence}); without launch overhead the "
