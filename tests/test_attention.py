@@ -25,6 +25,7 @@ from tracekit.analysis.attention_compare import compare_attention, variant_label
 from tracekit.analysis.attention_findings import attention_findings
 from tracekit.analysis.attention_report import attention_section
 from tracekit.cli.main import cli
+from tracekit.model import TEXT
 
 US = 1_000
 GEMM_BF16 = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"
@@ -858,8 +859,8 @@ def _path_share_by_text(result, path) -> dict[str, Any]:
                  if lane and lane.startswith("gpu:") and e in scope)
     rows = [(s, d, *lane.split(":", 2)[1:]) for s, d, lane in segs.select("start_ns", "dur_ns", "lane").iter_rows()
             if lane and lane.startswith("cpu:")]
-    host = pl.DataFrame(rows, schema={"start_ns": pl.Int64, "dur_ns": pl.Int64, "pid": pl.String, "tid": pl.String},
-                        orient="row")
+    host = pl.DataFrame(rows, schema={"start_ns": pl.Int64, "dur_ns": pl.Int64, "pid": TEXT, "tid": TEXT},
+                        orient="row")  # (the trace's dtype of pid and tid)
     host = assign(host, result.calls, at="start_ns", span_start="scope_ts_ns", span_end="scope_end_ns")
     host_ns = int(host.filter(pl.col("call_id").is_not_null())["dur_ns"].sum() or 0)
     window = int(path.window_ns)

@@ -80,6 +80,47 @@ def test_flows_text_is_categorical_with_the_files_values(tmp_path):
         assert both.join(flows.select("pid", "tid", "eid"), on=["pid", "tid"]).height == 4
 
 
+def test_every_frames_short_text_is_categorical_with_the_files_values(tmp_path):
+    """`ph`, `cat`, `pid` and `tid` of every frame hold codes (`model.TEXT`) and read back
+    as the file's text, numbers and strings alike, from the JSON and from the trace cache;
+    the ops' threads join the runtime calls' and the flows' without a cast."""
+    from tracekit.model import TEXT
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": "main", "ts": 0, "dur": 10,
+         "args": {"External id": 3}},
+        {"ph": "B", "cat": "user_annotation", "name": "step", "pid": "p 2", "tid": 7, "ts": 1},
+        {"ph": "E", "pid": "p 2", "tid": 7, "ts": 9},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "main", "ts": 2, "dur": 3,
+         "args": {"correlation": 11, "External id": 3}},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 6, "dur": 2,
+         "args": {"correlation": 11, "device": 0, "stream": 7}},
+        {"ph": "i", "s": "t", "cat": "mark", "name": "here", "pid": 1, "tid": "main", "ts": 4},
+        {"ph": "C", "cat": "c", "name": "load", "pid": 1, "tid": 0, "ts": 5, "args": {"v": 2}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 11, "pid": 1, "tid": "main", "ts": 2},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    text = {"ops": ["ph", "cat", "pid", "tid"], "runtime": ["cat", "pid", "tid"], "gpu": ["cat"],
+            "instants": ["ph", "cat", "pid", "tid"], "counters": ["cat", "pid", "tid"]}
+    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
+                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+        for name, columns in text.items():
+            frame = getattr(trace, name)
+            assert [c for c in frame.columns if frame.schema[c] == TEXT] == columns, name
+        assert trace.ops.select("ph", "cat", "pid", "tid").rows() == [("X", "cpu_op", "1", "main"),
+                                                                       ("B", "user_annotation", "p 2", "7")]
+        assert trace.runtime.select("cat", "pid", "tid").rows() == [("cuda_runtime", "1", "main")]
+        assert trace.gpu.select("cat", "device", "stream").rows() == [("kernel", 0, 7)]
+        assert trace.instants.select("ph", "cat", "pid", "tid").rows() == [("i", "mark", "1", "main")]
+        assert trace.counters.select("cat", "pid", "tid", "value").rows() == [("c", "1", "0", 2.0)]
+        assert trace.ops.filter(pl.col("pid") == "p 2")["name"].to_list() == ["step"]
+        assert trace.ops.sort("pid")["pid"].to_list() == ["1", "p 2"]  # as text
+        calls = trace.ops.join(trace.runtime, on=["pid", "tid"], suffix="_rt")
+        assert calls.select("name", "name_rt").rows() == [("aten::mm", "cudaLaunchKernel")]
+        assert trace.ops.join(trace.flows, on=["pid", "tid"]).height == 1
+
+
 def test_frames_match_documented_schemas(tmp_path):
     t = TraceBuilder().load(tmp_path)
     for name, schema in SCHEMAS.items():

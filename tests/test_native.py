@@ -165,7 +165,7 @@ def test_numbers_of_every_length(monkeypatch):
     assert native.native_batch(text) is not None
     py, nat = load_both(text, monkeypatch)
     assert_same_frames(py, nat)
-    ops = nat.ops.sort(pl.col("pid").cast(pl.Int64))
+    ops = nat.ops.sort(pl.col("pid").cast(pl.String).cast(pl.Int64))
     assert ops["external_id"].to_list() == [None] + [int("1234567890123456789"[:n]) for n in range(1, 20)]
     assert ops.filter(pl.col("pid") == "12")["ts_ns"].item() == (123456789012 % 10**15) * 1000 + 12
 

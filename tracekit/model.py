@@ -36,6 +36,13 @@ import polars as pl
 I64 = pl.Int64
 F64 = pl.Float64
 STR = pl.String
+# Text held as codes (a Categorical): four bytes a row where a string takes a 16-byte view,
+# for columns of few distinct values over many rows that the analyses do not match patterns
+# on: `ph`, `cat`, `pid` and `tid` of every frame (the 1 GB trace: 565 -> 485 MiB, and the
+# frames the analyses derive carry them), all the flows' text (a trace holds more flow events
+# than of any other kind, one pair per launch: 0.1 GB less on the 1 GB trace), and the
+# critical path's names and lanes. Names stay text: the analyses match patterns on them.
+TEXT = pl.Categorical()
 # The Polars engine of the lazy plans that build these frames (the loader) and read them
 # (the analyses). Polars 2's default picks the streaming engine, whose start costs more than
 # these plans' work: on the 54 MB trace a load peaked 7-14 MB higher and took as long or
@@ -45,11 +52,11 @@ ENGINE = "in-memory"
 
 OPS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "ph": STR,
-    "cat": STR,
+    "ph": TEXT,
+    "cat": TEXT,
     "name": STR,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "dur_ns": I64,
     "end_ns": I64,
@@ -68,10 +75,10 @@ OPS_SCHEMA: dict[str, pl.DataType] = {
 
 RUNTIME_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "cat": STR,
+    "cat": TEXT,
     "name": STR,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "dur_ns": I64,
     "end_ns": I64,
@@ -83,7 +90,7 @@ RUNTIME_SCHEMA: dict[str, pl.DataType] = {
 
 GPU_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "cat": STR,
+    "cat": TEXT,
     "name": STR,
     "device": I64,
     "stream": I64,
@@ -109,11 +116,6 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
-# Text held as codes (a Categorical): four bytes a row where a string takes a 16-byte view,
-# for columns of few distinct values over many rows that nothing reads row by row as text.
-# The flows' text is (a trace holds more flow events than of any other kind, one pair per
-# launch: 0.1 GB less on the 1 GB trace), and so are the critical path's names and lanes.
-TEXT = pl.Categorical()
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
     "cat": TEXT,
@@ -128,10 +130,10 @@ FLOWS_SCHEMA: dict[str, pl.DataType] = {
 
 COUNTERS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "cat": STR,
+    "cat": TEXT,
     "name": STR,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "series": STR,
     "value": F64,
@@ -139,11 +141,11 @@ COUNTERS_SCHEMA: dict[str, pl.DataType] = {
 
 INSTANTS_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "ph": STR,
-    "cat": STR,
+    "ph": TEXT,
+    "cat": TEXT,
     "name": STR,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "scope": STR,
     "args": STR,
@@ -151,8 +153,8 @@ INSTANTS_SCHEMA: dict[str, pl.DataType] = {
 
 MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "device_type": I64,
     "device_id": I64,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.shared import ENGINE
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, STR = pl.Int64, pl.String
 THREAD = ["pid", "tid"]
@@ -66,8 +66,8 @@ REGION_SCHEMA: dict[str, pl.DataType] = {
     "region_eid": I64,
     "kind": STR,
     "name": STR,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "end_ns": I64,
     "layer": I64,
@@ -77,8 +77,8 @@ CALL_SCHEMA: dict[str, pl.DataType] = {
     "evidence": STR,
     "name": STR,
     "layer": I64,
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "ts_ns": I64,
     "end_ns": I64,
     "region_eid": I64,

@@ -30,12 +30,12 @@ from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.nesting import ancestors, in_time_order, parent_rows, rows_of
 from tracekit.analysis.shared import ENGINE, remember
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
 INSTANCE_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "pid": STR, "tid": STR, "ts_ns": I64, "dur_ns": I64, "end_ns": I64,
+    "eid": I64, "name": STR, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64, "end_ns": I64,
     "depth": I64, "parent_eid": I64, "external_id": I64, "self_ns": I64, "launches": I64,
     "gpu_events_self": I64, "gpu_self_ns": I64, "gpu_events_incl": I64, "kernels_incl": I64,
     "gpu_incl_ns": I64,

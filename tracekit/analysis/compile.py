@@ -33,7 +33,7 @@ from tracekit.analysis.attribution import enclosing_ops
 from tracekit.analysis.launches import LaunchStats, launch_stats
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import ancestors, with_parents
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 
@@ -48,7 +48,7 @@ TRITON = r"^triton_"
 _REGION_IDS = r"^Torch-Compiled Region: (\d+)/(\d+)"
 
 REGION_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "kind": STR, "name": STR, "cat": STR, "pid": STR, "tid": STR, "ts_ns": I64, "dur_ns": I64,
+    "eid": I64, "kind": STR, "name": STR, "cat": TEXT, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64,
     "end_ns": I64, "depth": I64, "parent_eid": I64, "launches": I64, "launch_ns": I64, "wrapper_ns": I64,
     "gpu_events": I64, "gpu_ns": I64, "triton_events": I64, "triton_ns": I64, "graph_launches": I64,
 }

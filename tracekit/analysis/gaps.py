@@ -64,7 +64,7 @@ from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
@@ -86,8 +86,8 @@ GAP_SCHEMA: dict[str, pl.DataType] = {
     "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,
     "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": STR, "cause": STR,
     "late_ns": I64, "overhead_ns": I64, "sync_ns": I64, "launch_path_ns": I64, "other_busy_ns": I64,
-    "next_eid": I64, "next_name": STR, "launch_eid": I64, "launch_name": STR, "launch_pid": STR,
-    "launch_tid": STR, "next_op": STR, "blame_op_eid": I64, "blame_op": STR, "annotation": STR, "module": STR,
+    "next_eid": I64, "next_name": STR, "launch_eid": I64, "launch_name": STR, "launch_pid": TEXT,
+    "launch_tid": TEXT, "next_op": STR, "blame_op_eid": I64, "blame_op": STR, "annotation": STR, "module": STR,
 }
 TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,

@@ -94,7 +94,7 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
 SYNC_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "gpu_eid": I64, "tail_ns": I64, "inferred": BOOL, "source": STR}
 _WORK_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64, "name": TEXT, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
-    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": STR, "launch_tid": STR, "cls": CLASS,
+    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": TEXT, "launch_tid": TEXT, "cls": CLASS,
 }
 
 

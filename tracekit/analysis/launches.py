@@ -35,7 +35,7 @@ import polars as pl
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import in_time_order
 from tracekit.analysis.shared import ENGINE, remember
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 
@@ -48,7 +48,7 @@ FAMILY_RULES: tuple[tuple[str, str], ...] = (
 LAUNCH_FAMILIES: tuple[str, ...] = tuple(f for f, _ in FAMILY_RULES)
 
 LAUNCH_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "family": STR, "pid": STR, "tid": STR, "ts_ns": I64, "dur_ns": I64,
+    "eid": I64, "name": STR, "family": STR, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64,
     "end_ns": I64, "correlation": I64, "op_eid": I64, "op_name": STR, "gpu_events": I64, "gpu_ns": I64,
     "device": I64, "stream": I64, "first_gpu_ts_ns": I64, "last_gpu_end_ns": I64, "latency_ns": I64,
 }

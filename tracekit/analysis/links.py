@@ -17,15 +17,15 @@ import polars as pl
 from tracekit.analysis import native
 from tracekit.analysis.nesting import in_time_order, parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import remember
-from tracekit.model import GPU_WORK_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, TEXT, Trace
 
 LAUNCH_COLUMNS = {
     "launch_eid": pl.Int64,
     "launch_name": pl.String,
     "launch_ts_ns": pl.Int64,
     "launch_end_ns": pl.Int64,
-    "launch_pid": pl.String,
-    "launch_tid": pl.String,
+    "launch_pid": TEXT,
+    "launch_tid": TEXT,
 }
 OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int64, "link": pl.String}
 

@@ -23,13 +23,13 @@ import polars as pl
 from tracekit.analysis.attribution import enclosing_ops, op_paths
 from tracekit.analysis.links import cpu_ops
 from tracekit.analysis.shared import ENGINE
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 KEYS = ["device_type", "device_id"]
 
 TIMELINE_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "device_type": I64, "device_id": I64, "device": STR, "pid": STR, "tid": STR,
+    "eid": I64, "device_type": I64, "device_id": I64, "device": STR, "pid": TEXT, "tid": TEXT,
     "ts_ns": I64, "bytes": I64, "total_allocated": I64, "total_reserved": I64, "op_eid": I64, "op_name": STR,
 }
 DEVICE_SCHEMA: dict[str, pl.DataType] = {

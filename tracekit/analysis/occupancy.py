@@ -181,7 +181,7 @@ def _computable() -> pl.Expr:
 
 
 def _kernels(gpu: pl.DataFrame) -> pl.LazyFrame:
-    return gpu.lazy().filter(pl.col("cat").str.to_lowercase() == "kernel").select(_KERNEL_COLUMNS)
+    return gpu.lazy().filter(pl.col("cat").cast(pl.String).str.to_lowercase() == "kernel").select(_KERNEL_COLUMNS)
 
 
 def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:

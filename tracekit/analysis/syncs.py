@@ -43,7 +43,7 @@ import polars as pl
 from tracekit.analysis.attribution import op_paths
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.shared import ENGINE, remember
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
@@ -57,7 +57,7 @@ PAGEABLE_DTOH = r"^Memcpy DtoH \(\w+ -> Pageable\)"  # a copy to pageable host m
 STREAM_WAIT_CALL = r"^(cuda|cu|hip)StreamWaitEvent"
 
 SYNC_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "kind": STR, "pid": STR, "tid": STR, "ts_ns": I64, "dur_ns": I64,
+    "eid": I64, "name": STR, "kind": STR, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64,
     "end_ns": I64, "op_eid": I64, "op_name": STR, "op_path": STR, "record": STR, "device": I64,
     "stream": I64, "waited_eid": I64, "waited_name": STR, "waited_stream": I64,
     "waited_end_ns": I64,

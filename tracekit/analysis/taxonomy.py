@@ -358,7 +358,7 @@ def classify_name(name: str) -> dict[str, Any]:
 
 def _kernel_rows(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFrame:
     cats = ("kernel", *_MEMORY_CATS) if include_memory else ("kernel",)
-    return gpu.filter(pl.col("cat").str.to_lowercase().is_in(cats))
+    return gpu.filter(pl.col("cat").cast(pl.String).str.to_lowercase().is_in(cats))
 
 
 def _with_classes(rows: pl.DataFrame) -> pl.LazyFrame:

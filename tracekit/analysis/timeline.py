@@ -26,13 +26,13 @@ import polars as pl
 
 from tracekit.analysis.intervals import union_ns_plan, union_plan
 from tracekit.analysis.shared import ENGINE
-from tracekit.model import GPU_WORK_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 WINDOW_KEYS = ["window_eid", "device"]
 
 WORK_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "cat": STR, "name": STR, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
+    "eid": I64, "cat": TEXT, "name": STR, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
 }
 BOUNDS_SCHEMA: dict[str, pl.DataType] = {
     "window_eid": I64, "window_name": STR, "device": I64, "window_start_ns": I64, "window_end_ns": I64,

@@ -39,21 +39,21 @@ import polars as pl
 from tracekit.analysis.intervals import stab, union_ns_plan
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.shared import ENGINE
-from tracekit.model import Trace
+from tracekit.model import TEXT, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 STEP_NAME = r"^ProfilerStep#\d+$"
 WARMUP_FACTOR = 1.5
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "step": I64, "pid": STR, "tid": STR, "start_ns": I64, "end_ns": I64,
+    "eid": I64, "name": STR, "step": I64, "pid": TEXT, "tid": TEXT, "start_ns": I64, "end_ns": I64,
     "dur_ns": I64,
 }
 BOUNDS_SCHEMA: dict[str, pl.DataType] = {
     "window_eid": I64, "window_name": STR, "window_start_ns": I64, "window_end_ns": I64,
 }
 INSTANCE_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": STR, "kind": STR, "pid": STR, "tid": STR, "start_ns": I64, "end_ns": I64,
+    "eid": I64, "name": STR, "kind": STR, "pid": TEXT, "tid": TEXT, "start_ns": I64, "end_ns": I64,
     "cpu_ns": I64, "gpu_start_ns": I64, "gpu_end_ns": I64, "gpu_ns": I64, "gpu_busy_ns": I64,
     "kernels": I64, "gpu_events": I64, "warmup": BOOL,
 }
