@@ -19,7 +19,7 @@ from tracekit.analysis.gaps import CAUSES, GAP_SCHEMA, gaps
 from tracekit.analysis.timeline import timeline
 from tracekit.analysis.windows import steps, window_bounds
 from tracekit.cli.main import cli, main
-from tracekit.model import GPU_WORK_CATS, Trace
+from tracekit.model import GPU_WORK_CATS, TEXT, Trace
 
 
 def golden_builder() -> TraceBuilder:
@@ -94,6 +94,14 @@ def test_device_gaps_in_step_window(golden: Trace) -> None:
         "short": 500,
     }
     assert result.gaps.schema == pl.Schema(GAP_SCHEMA)
+    # the text as codes (`model.TEXT`), read back as text
+    text = [c for c, t in GAP_SCHEMA.items() if t == TEXT]
+    assert text == ["scope", "window_name", "position", "cause", "next_name", "launch_name", "launch_pid",
+                    "launch_tid", "next_op", "blame_op", "annotation", "module"]
+    first = result.gaps.filter(pl.col("cause") == "launch_bound").row(0, named=True)
+    assert {c: first[c] for c in ("scope", "window_name", "position", "cause")} == {
+        "scope": "device", "window_name": "ProfilerStep#1", "position": "between", "cause": "launch_bound"}
+    assert result.totals.schema["cause"] == pl.String
 
 
 def test_stream_gaps_see_cross_stream_waits(golden: Trace) -> None:

@@ -82,12 +82,14 @@ BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
 LISTED = (pl.col("scope") == "device") & (pl.col("cause") != "short")
 MODULE = r"^nn\.Module: |^## .* ##$"
 
+# the text columns are codes (`model.TEXT`): four bytes a row where text took a 16-byte view
+# (the 1 GB trace's 1.06M gaps: their names and causes repeat a few hundred values)
 GAP_SCHEMA: dict[str, pl.DataType] = {
-    "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,
-    "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": STR, "cause": STR,
+    "scope": TEXT, "window_eid": I64, "window_name": TEXT, "device": I64, "stream": I64,
+    "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": TEXT, "cause": TEXT,
     "late_ns": I64, "overhead_ns": I64, "sync_ns": I64, "launch_path_ns": I64, "other_busy_ns": I64,
-    "next_eid": I64, "next_name": STR, "launch_eid": I64, "launch_name": STR, "launch_pid": TEXT,
-    "launch_tid": TEXT, "next_op": STR, "blame_op_eid": I64, "blame_op": STR, "annotation": STR, "module": STR,
+    "next_eid": I64, "next_name": TEXT, "launch_eid": I64, "launch_name": TEXT, "launch_pid": TEXT,
+    "launch_tid": TEXT, "next_op": TEXT, "blame_op_eid": I64, "blame_op": TEXT, "annotation": TEXT, "module": TEXT,
 }
 TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,
