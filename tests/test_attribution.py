@@ -16,7 +16,7 @@ import tracekit
 from tracekit.analysis.attribution import INSTANCE_SCHEMA, OPS_SCHEMA, attribute, op_paths
 from tracekit.analysis.compile import compile_stats
 from tracekit.analysis.launches import launch_stats
-from tracekit.analysis.links import cpu_ops
+from tracekit.analysis.links import LINK, UNREAD_OP_COLUMNS, cpu_ops
 from tracekit.analysis.memory import memory_stats
 from tracekit.analysis.syncs import copy_stats, sync_stats
 
@@ -112,6 +112,7 @@ def test_unlinked_and_containment(tmp_path):
     assert by_name(a.ops)["aten::relu"]["gpu_incl_ns"] == 1_000
     links = dict(zip(a.gpu["name"].to_list(), a.gpu["link"].to_list()))
     assert links == {"relu_kernel": "containment", "orphan_launch": None, "before_the_trace": None}
+    assert a.gpu.schema["link"] == LINK and "args" not in a.gpu.columns  # (`UNREAD_GPU_COLUMNS`)
 
 
 def test_op_paths(tmp_path):
@@ -126,8 +127,9 @@ def test_op_paths(tmp_path):
 
 
 def test_the_op_tree_holds_its_category_once(tmp_path):
-    """`cpu_ops`: the trace's cpu_op rows, in their order, with their nesting; the category,
-    the same on every row, is a constant column (no bytes a row), whatever the ops around."""
+    """`cpu_ops`: the trace's cpu_op rows, in their order, with their nesting and without the
+    columns no analysis reads; the category, the same on every row, is a constant column (no
+    bytes a row), whatever the ops around."""
     b = TraceBuilder()
     b.op("aten::masked_fill", 0, 10_000)
     b.op("aten::clone", 1_000, 5_000)
@@ -136,7 +138,8 @@ def test_the_op_tree_holds_its_category_once(tmp_path):
     trace = b.load(tmp_path)
     nested = cpu_ops(trace)
     ops = trace.ops.filter(pl.col("cat") == "cpu_op")
-    assert nested.drop("depth", "parent_eid").equals(ops) and ops.height == 3
+    assert nested.drop("depth", "parent_eid").equals(ops.drop(UNREAD_OP_COLUMNS)) and ops.height == 3
+    assert nested.columns == [c for c in ops.columns if c not in UNREAD_OP_COLUMNS] + ["depth", "parent_eid"]
     assert nested["depth"].to_list() == [0, 1, 2]
     long = cpu_ops(TraceBuilder().load(tmp_path, "empty.json.gz"))
     assert long.is_empty() and long.schema == nested.schema

@@ -27,16 +27,22 @@ LAUNCH_COLUMNS = {
     "launch_pid": TEXT,
     "launch_tid": TEXT,
 }
-OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int64, "link": pl.String}
+LINK = pl.Enum(["external_id", "containment", "gpu_external_id"])  # how a row's op was found: one byte a row
+OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int64, "link": LINK}
+# the ops' columns that no analysis reads, which `cpu_ops` leaves out (the 1 GB trace's
+# 1.36M ops: 0.06 GB held for the whole of `analyse()`); the trace keeps them
+UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_parent_id")
+UNREAD_GPU_COLUMNS = ("args",)  # and the GPU work's, which `gpu_links` leaves out (the sync records' are read)
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
-    """The `cpu_op` slices with `depth` and `parent_eid` (once per trace in `shared.sharing()`).
+    """The `cpu_op` slices with `depth` and `parent_eid` (once per trace in `shared.sharing()`),
+    with the ops' columns but `UNREAD_OP_COLUMNS`.
 
     Their `cat`, "cpu_op" on every row, is held as one value (`loader.constants`): the
     filter had copied it, a 16-byte view a row (21 MB on the 1 GB trace, for the whole run)."""
     def compute() -> pl.DataFrame:
-        ops = trace.ops.filter(pl.col("cat") == "cpu_op")
+        ops = trace.ops.drop(UNREAD_OP_COLUMNS, strict=False).filter(pl.col("cat") == "cpu_op")
         if ops.height > 1:
             ops = ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat"))
         return with_parents(ops)
@@ -67,8 +73,8 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), ops)
     linked = linked.join(contained, on="eid", how="left", maintain_order="left").with_columns(
         op_eid=pl.coalesce("_x_eid", "_c_eid"),
-        link=pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("external_id"))
-        .when(pl.col("_c_eid").is_not_null()).then(pl.lit("containment")),
+        link=pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("external_id", LINK))
+        .when(pl.col("_c_eid").is_not_null()).then(pl.lit("containment", LINK)),
     )
     names = ops.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"),
                        pl.col("external_id").alias("op_external_id"))
@@ -109,15 +115,16 @@ def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 6
 def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU work rows (kernels, memcpys, memsets) plus their launch call and CPU op.
 
-    Added columns: launch_eid, launch_name, launch_ts_ns, launch_end_ns, launch_pid,
-    launch_tid, op_eid, op_name, op_external_id, link (null where no link was found).
+    The work's columns but `UNREAD_GPU_COLUMNS`, and these: launch_eid, launch_name,
+    launch_ts_ns, launch_end_ns, launch_pid, launch_tid, op_eid, op_name, op_external_id,
+    link (`LINK`: how the op was found; null where no link was found).
     """
     launches = launch_ops(trace) if launches is None else launches
     return remember("gpu_links", (trace, launches), lambda: _gpu_links(trace, launches))
 
 
 def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
-    work = trace.gpu.filter(pl.col("cat").is_in(GPU_WORK_CATS))
+    work = trace.gpu.drop(UNREAD_GPU_COLUMNS, strict=False).filter(pl.col("cat").is_in(GPU_WORK_CATS))
     calls = (
         launches.select(
             "correlation",
@@ -139,6 +146,6 @@ def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
         op_eid=pl.coalesce("op_eid", "_x_eid"),
         op_name=pl.coalesce("op_name", "_x_name"),
         op_external_id=pl.coalesce("op_external_id", pl.when(pl.col("_x_eid").is_not_null()).then("external_id")),
-        link=pl.coalesce("link", pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id"))),
+        link=pl.coalesce("link", pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id", LINK))),
     )
     return in_time_order(out.drop("_x_eid", "_x_name"))
