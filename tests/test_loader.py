@@ -83,7 +83,8 @@ def test_flows_text_is_categorical_with_the_files_values(tmp_path):
 def test_every_frames_short_text_is_categorical_with_the_files_values(tmp_path):
     """`ph`, `cat`, `pid` and `tid` of every frame hold codes (`model.TEXT`) and read back
     as the file's text, numbers and strings alike, from the JSON and from the trace cache;
-    the ops' threads join the runtime calls' and the flows' without a cast."""
+    the ops' threads join the runtime calls', the flows' and the metadata's thread and
+    process names without a cast."""
     from tracekit.model import TEXT
 
     events = [
@@ -98,6 +99,8 @@ def test_every_frames_short_text_is_categorical_with_the_files_values(tmp_path):
         {"ph": "i", "s": "t", "cat": "mark", "name": "here", "pid": 1, "tid": "main", "ts": 4},
         {"ph": "C", "cat": "c", "name": "load", "pid": 1, "tid": 0, "ts": 5, "args": {"v": 2}},
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 11, "pid": 1, "tid": "main", "ts": 2},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": "main", "args": {"name": "MainThread"}},
+        {"ph": "M", "name": "process_name", "pid": "p 2", "args": {"name": "worker"}},
     ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
@@ -119,6 +122,11 @@ def test_every_frames_short_text_is_categorical_with_the_files_values(tmp_path):
         calls = trace.ops.join(trace.runtime, on=["pid", "tid"], suffix="_rt")
         assert calls.select("name", "name_rt").rows() == [("aten::mm", "cudaLaunchKernel")]
         assert trace.ops.join(trace.flows, on=["pid", "tid"]).height == 1
+        # the metadata's threads and processes join the frames on the same dtypes
+        named = trace.ops.join(trace.meta.threads, on=["pid", "tid"], suffix="_thread")
+        assert named.select("name", "name_thread").rows() == [("aten::mm", "MainThread")]
+        procs = trace.ops.join(trace.meta.processes, on="pid", suffix="_process")
+        assert procs.select("name", "name_process").rows() == [("step", "worker")]
 
 
 def test_frames_match_documented_schemas(tmp_path):

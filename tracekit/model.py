@@ -189,15 +189,16 @@ DEVICES_SCHEMA: dict[str, pl.DataType] = {
     "shared_mem_per_sm": I64,
 }
 
+# pid and tid as the frames hold them (`TEXT`): a thread's or a process's name joins on them
 THREADS_SCHEMA: dict[str, pl.DataType] = {
-    "pid": STR,
-    "tid": STR,
+    "pid": TEXT,
+    "tid": TEXT,
     "name": STR,
     "sort_index": I64,
 }
 
 PROCESSES_SCHEMA: dict[str, pl.DataType] = {
-    "pid": STR,
+    "pid": TEXT,
     "name": STR,
     "labels": STR,
     "sort_index": I64,
