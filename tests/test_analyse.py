@@ -45,12 +45,21 @@ def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkey
     slow graph, and before the rest of the path (its segments and summary) is done."""
     from tracekit.analysis import critical_path as cp_module
 
+    import threading
+
     events: list[str] = []
     path, gaps = cp_module.critical_path, A.gaps
+    gaps_started = threading.Event()
 
     def slow_path(*args, on_released=None, **kwargs):
         def released():
-            time.sleep(0.5)  # a long graph: the other thread reaches the gaps meanwhile, unless they wait
+            # a long graph: the other thread reaches the gaps meanwhile, unless they wait (not
+            # phased: the graph lasts until they start, however slow the other tasks before
+            # them run, e.g. on a loaded machine; a minute at most, should they wait after all)
+            if phased:
+                time.sleep(0.5)
+            else:
+                gaps_started.wait(60)
             events.append("graph gone")
             on_released()
 
@@ -61,6 +70,7 @@ def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkey
 
     def gaps_marked(*args, **kwargs):
         events.append("gaps start")
+        gaps_started.set()
         return gaps(*args, **kwargs)
 
     monkeypatch.setattr(cp_module, "critical_path", slow_path)
