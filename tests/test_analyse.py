@@ -43,9 +43,9 @@ def test_same_report_on_one_thread_or_two_and_in_phases(trace, monkeypatch):
 def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkeypatch, phased):
     """On large traces the gaps start once the critical path has let its graph go: after a
     slow graph, and before the rest of the path (its segments and summary) is done."""
-    from tracekit.analysis import critical_path as cp_module
-
     import threading
+
+    from tracekit.analysis import critical_path as cp_module
 
     events: list[str] = []
     path, gaps = cp_module.critical_path, A.gaps

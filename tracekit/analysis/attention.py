@@ -381,7 +381,8 @@ def critical_path_share(result: AttentionResult, path: Any) -> dict[str, Any]:
     text = pl.col("_text")
     gpu_lanes = lanes.filter(text.str.starts_with("gpu:"))["lane"]
     cpu_lanes = lanes.filter(text.str.starts_with("cpu:")).select(
-        "lane", pid=text.str.extract(r"^cpu:([^:]*):", 1).cast(TEXT), tid=text.str.extract(r"^cpu:[^:]*:(.*)$", 1).cast(TEXT))
+        "lane", pid=text.str.extract(r"^cpu:([^:]*):", 1).cast(TEXT),
+        tid=text.str.extract(r"^cpu:[^:]*:(.*)$", 1).cast(TEXT))
     gpu = segs.filter(pl.col("lane").is_in(gpu_lanes.implode())).join(in_scope, on="eid", how="semi")
     host = segs.join(cpu_lanes, on="lane", how="inner", maintain_order="left")
     host = assign(host, result.calls, at="start_ns", span_start="scope_ts_ns", span_end="scope_end_ns")

@@ -89,7 +89,8 @@ GAP_SCHEMA: dict[str, pl.DataType] = {
     "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": TEXT, "cause": TEXT,
     "late_ns": I64, "overhead_ns": I64, "sync_ns": I64, "launch_path_ns": I64, "other_busy_ns": I64,
     "next_eid": I64, "next_name": TEXT, "launch_eid": I64, "launch_name": TEXT, "launch_pid": TEXT,
-    "launch_tid": TEXT, "next_op": TEXT, "blame_op_eid": I64, "blame_op": TEXT, "annotation": TEXT, "module": TEXT,
+    "launch_tid": TEXT, "next_op": TEXT, "blame_op_eid": I64, "blame_op": TEXT, "annotation": TEXT,
+    "module": TEXT,
 }
 TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "scope": STR, "window_eid": I64, "window_name": STR, "device": I64, "stream": I64,

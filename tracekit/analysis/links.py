@@ -32,7 +32,8 @@ OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int
 # the ops' columns that no analysis reads, which `cpu_ops` leaves out (the 1 GB trace's
 # 1.36M ops: 0.06 GB held for the whole of `analyse()`); the trace keeps them
 UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_parent_id")
-UNREAD_GPU_COLUMNS = ("args",)  # and the GPU work's, which `gpu_links` leaves out (the sync records' are read)
+# and the GPU work's, which `gpu_links` leaves out (the graph reads the sync records' args from the trace)
+UNREAD_GPU_COLUMNS = ("args",)
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
@@ -146,6 +147,7 @@ def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
         op_eid=pl.coalesce("op_eid", "_x_eid"),
         op_name=pl.coalesce("op_name", "_x_name"),
         op_external_id=pl.coalesce("op_external_id", pl.when(pl.col("_x_eid").is_not_null()).then("external_id")),
-        link=pl.coalesce("link", pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id", LINK))),
+        link=pl.coalesce("link",
+                         pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id", LINK))),
     )
     return in_time_order(out.drop("_x_eid", "_x_name"))

@@ -46,6 +46,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.shared import ENGINE, remember
+from tracekit.analysis.taxonomy import category_in
 
 # Max resident blocks per SM, CUDA C++ Programming Guide, "Technical Specifications per
 # Compute Capability" (also cuda_occupancy.h for 3.x-8.x). Keys are major * 10 + minor.
@@ -181,7 +182,7 @@ def _computable() -> pl.Expr:
 
 
 def _kernels(gpu: pl.DataFrame) -> pl.LazyFrame:
-    return gpu.lazy().filter(pl.col("cat").cast(pl.String).str.to_lowercase() == "kernel").select(_KERNEL_COLUMNS)
+    return gpu.lazy().filter(category_in("kernel")).select(_KERNEL_COLUMNS)
 
 
 def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:

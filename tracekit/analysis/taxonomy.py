@@ -356,9 +356,15 @@ def classify_name(name: str) -> dict[str, Any]:
     return classify_names(pl.Series([name], dtype=pl.String())).row(0, named=True)
 
 
+def category_in(*cats: str) -> pl.Expr:
+    """Rows whose `cat` is one of `cats` (lower case), in any case: a category outside the
+    loader's vocabulary stays as written. `cat` is a Categorical (`model.TEXT`): read as text."""
+    return pl.col("cat").cast(pl.String).str.to_lowercase().is_in(cats)
+
+
 def _kernel_rows(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFrame:
     cats = ("kernel", *_MEMORY_CATS) if include_memory else ("kernel",)
-    return gpu.filter(pl.col("cat").cast(pl.String).str.to_lowercase().is_in(cats))
+    return gpu.filter(category_in(*cats))
 
 
 def _with_classes(rows: pl.DataFrame) -> pl.LazyFrame:

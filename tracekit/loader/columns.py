@@ -81,7 +81,10 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> pl.Laz
     del data
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
-    text = FLOWS_SCHEMA["cat"] if key == "flows" else STR  # (the flows' text: codes, `model.FLOWS_SCHEMA`)
+    # the flows' text is decoded as codes (`model.FLOWS_SCHEMA`); the other frames' cat, ph,
+    # pid and tid become codes in their projection (`_project`), after the GPU rows' device
+    # and stream are read from the pid and tid text
+    text = FLOWS_SCHEMA["cat"] if key == "flows" else STR
     fixes: list[pl.Expr] = [_decode("cat_c", cats, text).alias("cat")]
     if "ph_c" in have:
         fixes.append(_decode("ph_c", dicts["ph"], text).alias("ph"))
