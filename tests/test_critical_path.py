@@ -276,6 +276,21 @@ def test_analyse_releases_the_graph_after_its_readers(tmp_path):
 
 
 
+def test_released_once_the_segments_are_gathered(tmp_path, monkeypatch):
+    """`on_released` comes after the path's segments are gathered from the graph's pieces
+    (what `analyse()` starts its gaps on), before their contexts; the path is the same."""
+    import tracekit.analysis.critical_path as cp
+
+    calls = []
+    gather, context = cp.steps_to_segments, cp._with_context
+    monkeypatch.setattr(cp, "steps_to_segments", lambda *a: calls.append("gather") or gather(*a))
+    monkeypatch.setattr(cp, "_with_context", lambda *a: calls.append("context") or context(*a))
+    trace = launch_bound(n=10).load(tmp_path)
+    lean = critical_path(trace, keep_graph=False, on_released=lambda: calls.append("released"))
+    assert calls == ["gather", "released", "context"]
+    assert lean.segments.equals(critical_path(trace).segments)
+
+
 def test_on_graph_sees_the_whole_graph_and_a_lean_path_is_the_same_path(tmp_path):
     """`on_graph` gets the graph the path was found in; without `keep_graph` the result is
     the same path, summary and counts, without the graph."""

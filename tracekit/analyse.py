@@ -223,8 +223,9 @@ def workers_for(trace: Trace) -> int:
 
     On large traces (`PHASED_BYTES`) the heaviest analysis after the critical path
     (`HEAVY`) does not start before the path has let its dependency graph go, so that
-    their peaks never add up; it runs beside the path's segments, contexts and summary,
-    which take a fraction of the graph's memory (the 1 GB trace's analyses: 0.949x the
+    their peaks never add up; it runs beside the path's contexts and summary (once its
+    segments are gathered: `critical_path(on_released=)`), which take a fraction of the
+    graph's memory (the 1 GB trace's analyses: 0.949x the
     time of waiting for the whole path, a peak no higher, 0.987x; 3 alternating rounds,
     `benchmarks/ab.py HEAD --job analyse`). From then on the next thread that comes free
     takes it before any analysis not yet started (`_run_all`'s `later`), rather than after

@@ -129,9 +129,11 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
         this call built is let go before the segments get their contexts: at scale the
         graph is the largest intermediate of all (the 1 GB trace's edges, CPU pieces and
         their orders), and the contexts and the summary would otherwise add to it.
-    on_released: called once this call has no more use for the graph (its path's steps are
-        read), before the segments, contexts and summary, which take a fraction of its
-        memory (`analyse()` starts its heaviest analysis there on large traces).
+    on_released: called once this call has no more use for the graph: its path's
+        segments are gathered and the graph's CPU pieces let go, before the contexts and
+        the summary, which take a fraction of its memory (`analyse()` starts its heaviest
+        analysis there on large traces). Called before the segments were gathered, it had
+        left the pieces (4.6M on the 1 GB trace) and the segments beside that analysis.
     """
     label, start, end = resolve_window(trace, window, index=index)
     links = gpu_links(trace) if links is None else links
@@ -144,10 +146,10 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
     steps = path_steps(dep, nodes)
     shape, slices, pieces, kept = GraphShape.of(dep), dep.slices, dep.segments, dep if keep_graph else None
     del dep, graph  # the edges go before the segments are gathered (the caller's own graph stays alive with the caller)
-    if on_released is not None:
-        on_released()
     segs = steps_to_segments(steps, pieces, shape.start_ns, shape.end_ns)
     del steps, pieces
+    if on_released is not None:
+        on_released()
     segments = _with_context(segs, slices, links)
     return summarise(segments, shape, label=label, graph=kept)
 
