@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.analysis.attribution import INSTANCE_SCHEMA, OPS_SCHEMA, attribute, op_paths
+from tracekit.analyse import analyse
+from tracekit.analysis.attribution import INSTANCE_SCHEMA, OPS_SCHEMA, attribute, op_instances, op_paths
 from tracekit.analysis.compile import compile_stats
 from tracekit.analysis.launches import launch_stats
 from tracekit.analysis.links import LINK, UNREAD_OP_COLUMNS, cpu_ops
@@ -81,6 +82,21 @@ def test_golden_instances(tmp_path):
     assert (inst["aten::mm"]["launches"], inst["aten::mm"]["gpu_events_self"]) == (1, 1)
     assert (inst["aten::linear"]["launches"], inst["aten::linear"]["gpu_events_incl"]) == (0, 2)
     assert inst["aten::linear"]["self_ns"] == 14_000
+
+
+def test_instances_not_kept(tmp_path):
+    """`instances=False` (what `analyse()` asks for): the same figures without the rows,
+    which `op_instances` computes again, equal to those a full call keeps."""
+    trace = linear_trace().load(tmp_path)
+    full, lean = attribute(trace), attribute(trace, instances=False)
+    assert lean.instances is None and lean.ops.equals(full.ops) and lean.gpu.equals(full.gpu)
+    assert (lean.gpu_events, lean.linked_events, lean.silent_op_names) == (2, 2, 3) == (
+        full.gpu_events, full.linked_events, full.silent_op_names)
+    again = op_instances(lean, trace)
+    assert again.equals(full.instances) and again.height == 6
+    assert op_instances(full, trace) is full.instances
+    analysis = analyse(trace)
+    assert analysis.attribution.instances is None and analysis.attribution.ops.equals(full.ops)
 
 
 def test_recursion_counted_once(tmp_path):

@@ -174,7 +174,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
         # with them
         **{name: partial(_optional, name, trace, opts, notes[name], {}) for name in ("attention", "roofline")},
         "gaps": lambda: gaps(trace, min_gap_ns=opts.min_gap_ns, links=_links(trace)),
-        "attribution": lambda: attribute(trace),
+        "attribution": lambda: attribute(trace, instances=False),  # (a diff computes them: `op_instances`)
         "windows": lambda: windows(trace, links=_links(trace)),
         "launches": lambda: launch_stats(trace, calls=launch_ops(trace), gpu=_links(trace)),
         "compile": lambda: compile_stats(trace),  # (reads the same launch statistics: shared)

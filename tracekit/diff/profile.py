@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analyse import Analysis
+from tracekit.analysis.attribution import op_instances
 from tracekit.analysis.breakdown import breakdown
 from tracekit.analysis.gaps import CAUSES, gaps
 from tracekit.analysis.intervals import stab
@@ -138,7 +139,7 @@ def _kernels(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _ops(a: Analysis, win: pl.DataFrame, whole: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per window and op key; an instance inside a same-name parent (recursion) adds its call
     and self times but not its total or inclusive GPU time, which the parent already holds."""
-    inst = a.attribution.instances
+    inst = op_instances(a.attribution, a.trace)
     parents = inst.select(pl.col("eid").alias("parent_eid"), pl.col("name").alias("_parent"))
     inst = inst.join(parents, on="parent_eid", how="left").with_columns(
         _outer=(pl.col("_parent") != pl.col("name")).fill_null(True), key=op_key(pl.col("name")), t=pl.col("ts_ns"))
