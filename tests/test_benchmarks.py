@@ -62,3 +62,22 @@ def test_run_measures_every_way_and_both_caches(tmp_path):
     assert ways["report-cached"]["first_seconds_with_startup"] > 0
     assert "re-analysis: load + analyse from the caches" in run.stdout
     assert "report, cache on: first run" in run.stdout
+
+
+@pytest.mark.slow
+def test_phases_follows_every_step_of_a_report(tmp_path):
+    trace = cross_stream().write(tmp_path / "t.json.gz")
+    out = tmp_path / "phases.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(trace), "--interval", "1",
+                          "--out", str(out)], capture_output=True, text=True, check=False, timeout=600)
+    assert run.returncode == 0, run.stderr
+    figures = json.loads(out.read_text())
+    steps = {s["step"]: s for s in figures["steps"]}
+    assert {"critical_path", "gaps", "attribution", "timeline", "launches"} <= set(steps)
+    assert all(s["start_s"] <= s["end_s"] for s in figures["steps"])
+    highest = max(x["rss_mib"] for x in (figures["load"], figures["after"], *steps.values()) if x["rss_mib"])
+    assert figures["peak"]["rss_mib"] >= highest > 20  # a Python process with Polars loaded
+    if sys.platform.startswith("linux"):
+        assert 0 < figures["peak"]["active_mib"] < figures["peak"]["rss_mib"]
+    assert "peak:" in run.stdout and "(findings, report)" in run.stdout
+    assert not list(tmp_path.glob("*.html"))  # the report itself goes to a folder of its own, then away

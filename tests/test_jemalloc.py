@@ -41,6 +41,34 @@ def test_purge_hands_freed_polars_memory_back():
     assert int(before) - int(after) >= 300  # 400 MB of columns were freed and kept by jemalloc until now
 
 
+# Holds, then frees, 400 MB of Polars columns: the active bytes (MiB) before, while and after.
+ACTIVE = """
+import polars as pl
+from tracekit import jemalloc
+mib = lambda: jemalloc.active_bytes() >> 20
+before = mib()
+cols = [pl.Series(range(5_000_000)) for _ in range(10)]
+held = mib()
+del cols
+print(before, held, mib())
+"""
+
+
+@linux
+def test_active_bytes_count_what_polars_holds_and_not_what_it_freed():
+    before, held, after = map(int, run(ACTIVE))
+    assert 380 <= held - before <= 420  # ten columns of 5M Int64 values: 381.5 MiB
+    assert after - before < 10  # freed: no longer counted, though not handed back (no purge)
+
+
+@linux
+def test_no_active_bytes_where_mallctl_is_not_found():
+    code = ("import sys; from tracekit import jemalloc; print(jemalloc.active_bytes()); "
+            "import polars; print(jemalloc.active_bytes() is None)")
+    assert run(code) == ["None", "False"]
+    assert run(code, TRACEKIT_JEMALLOC_PURGE="0") == ["None", "True"]
+
+
 @linux
 def test_purge_can_be_turned_off():
     done, before, after = run(PURGE, TRACEKIT_JEMALLOC_PURGE="0")

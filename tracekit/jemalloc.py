@@ -1,4 +1,5 @@
-"""Hand the pages jemalloc keeps after a free back to the system, now.
+"""Hand the pages jemalloc keeps after a free back to the system, now; and count the
+pages it has handed out (`active_bytes`).
 
 Polars allocates with jemalloc, which keeps freed pages for `dirty_decay_ms` (500 ms by
 Polars' default) before it returns them. A load frees its chunk parts while it builds
@@ -26,6 +27,7 @@ from collections.abc import Callable
 
 SYMBOL = b"_rjem_mallctl"  # jemalloc's mallctl as Rust's tikv-jemallocator names it
 PURGE = b"arena.4096.purge"  # every arena (4096: MALLCTL_ARENAS_ALL)
+ACTIVE = b"stats.arenas.4096.pactive"  # pages in use, every arena together
 STEP = 1 << 20  # bytes of the file read at a time
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
@@ -42,6 +44,31 @@ def purge() -> bool:
     if mallctl is None:
         return False
     return mallctl(PURGE, None, None, None, 0) == 0
+
+
+def active_bytes() -> int | None:
+    """The bytes of the pages jemalloc has handed out and not had back, in every arena: what
+    Polars holds, to the page (its active pages, `stats.arenas.<all>.pactive`, counted even
+    where jemalloc was built without its statistics, as Polars' is). Unlike RSS it does not
+    count the freed pages jemalloc keeps for a while, so it does not move with the
+    allocator's timing; it does count pages handed out and not touched yet, which RSS does
+    not. None where `mallctl` cannot be found (as for `purge`).
+
+    The benchmarks read it to say what each result and each step holds
+    (`benchmarks/phases.py`)."""
+    mallctl = _mallctl()
+    if mallctl is None:
+        return None
+    epoch = ctypes.c_uint64(1)  # (refreshes the counts it reads)
+    pages, page = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    size = ctypes.c_size_t(ctypes.sizeof(pages))
+    if mallctl(b"epoch", None, None, ctypes.byref(epoch), ctypes.sizeof(epoch)) != 0:
+        return None
+    if mallctl(ACTIVE, ctypes.byref(pages), ctypes.byref(size), None, 0) != 0:
+        return None
+    if mallctl(b"arenas.page", ctypes.byref(page), ctypes.byref(size), None, 0) != 0:
+        return None
+    return pages.value * page.value
 
 
 def _mallctl() -> MallCtl | None:
