@@ -160,6 +160,30 @@ def test_embedding_gather_and_copies():
     assert to.bytes == n * 2 + n * 4
 
 
+def test_op_work_without_shapes_is_the_join_of_null_work():
+    """No op's work known (no recorded shapes): every op gets null work columns, without the
+    join on the text keys; with one shape known, that op gets its work and the rest null."""
+    from tracekit.analysis.work import WORK_SCHEMA, op_work
+
+    ops = pl.DataFrame({"eid": [1, 2, 3], "name": ["aten::mm", "aten::add", "aten::mm"],
+                        "input_dims": [None, None, None], "input_types": [None, None, None],
+                        "concrete_inputs": [None, None, None], "flops": [None, 8.0, None]},
+                       schema_overrides={c: pl.String for c in ("input_dims", "input_types", "concrete_inputs")})
+    bare = op_work(ops)
+    assert bare.columns == ["eid", "name", "input_dims", "input_types", "concrete_inputs", "profiler_flops",
+                            *WORK_SCHEMA, "flops_source"]
+    assert bare["flops"].to_list() == [None, 8.0, None]  # the profiler's own, else nothing
+    assert bare["flops_source"].to_list() == [None, "profiler", None]
+    assert all(bare[c].null_count() == 3 for c in WORK_SCHEMA if c != "flops")
+    shaped = op_work(ops.with_columns(input_dims=pl.Series(['[[4, 8], [8, 2]]', None, None]),
+                                      input_types=pl.Series(['["c10::BFloat16", "c10::BFloat16"]', None, None])))
+    assert shaped.schema == bare.schema and shaped.drop(list(WORK_SCHEMA), "flops_source", "input_dims",
+                                                        "input_types").equals(bare.drop(list(WORK_SCHEMA),
+                                                        "flops_source", "input_dims", "input_types"))
+    assert shaped["flops"].to_list() == [2 * 4 * 8 * 2, 8.0, None]
+    assert shaped["flops_source"].to_list() == ["formula", "profiler", None]
+
+
 def test_unknown_and_malformed_inputs_give_none():
     assert w("aten::view", [[4, 4], []], [F32, "ScalarList"]) is None
     assert work_of("aten::mm", "not json", "[]", "[]") is None
