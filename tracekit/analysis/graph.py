@@ -188,8 +188,6 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     launched = work.lazy().filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique().collect(
         engine=ENGINE)
     callers = links.lazy().select(eid="launch_eid").drop_nulls().unique().collect(engine=ENGINE)
-    segments, anchors = _segments(points, lanes, nested, syncs, launched, callers, idle_gap_ns)
-    points = points.drop("key", "owner")  # (the pieces' order and owners: read by the segments alone)
     gpu = _gpu_edges(work)
     # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
     # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
@@ -197,20 +195,23 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     cross = cross_stream_edges(trace, slices, work).lazy().unique(["src", "dst"], keep="first", maintain_order=True)
     cross = cross.join(gpu.lazy().filter(pl.col("kind") == "stream").select("src", "dst"), on=["src", "dst"],
                        how="anti", maintain_order="left")
-    # the two kinds that read the slices, made before the rest (a few rows a sync or a wait),
-    # so that the slices, and their nesting's columns the result does not read, go before
-    # the edges of every kind are put together: on the 1 GB trace the build's live memory
-    # there went from 892 to 669 MiB (jemalloc's active pages, above what it started from)
+    # the two kinds that read the slices, made first (a few rows a sync or a wait), so that
+    # the slices, and the columns of their nesting that the pieces and the result do not
+    # read, go before the pieces are made, the build's largest step (on the 1 GB trace the
+    # build's live memory peaked 0.1 GB lower there, and 0.22 GB lower where the edges are
+    # put together)
     few = pl.collect_all([_sync_edges(syncs, work, points, lanes, slices), cross], engine=ENGINE)
-    kept = nested.select("eid", "name", "role", "parent_eid")  # what the path's context walk reads
-    del slices, nested, launched, callers, cross
+    kept = nested.select("eid", "name", "role", "parent_eid")  # what the pieces and the path's context walk read
+    del slices, nested, cross
+    segments, anchors = _segments(points, lanes, kept, syncs, launched, callers, idle_gap_ns)
+    del launched, callers
+    points = points.drop("key", "owner")  # (the pieces' order and owners: read by the segments alone)
     parts = [gpu.lazy(), few[0].lazy(), _launch_edges(work, points), few[1].lazy(), _chain_edges(segments, anchors, lanes)]
     # one plan for the edges of every kind
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts]).collect(engine=ENGINE)
-    # what the order and the result read, and nothing else: the rest of the points go before
-    # the order's work, the largest step after it (on the 1 GB trace a point's thread, key
-    # and owner, and a slice's threads, times and depth, were 0.25 GB there)
-    # (the edges' pieces stay with `edges` until it is made one chunk)
+    # what the order and the result read, and nothing else: the rest of the points and of the
+    # work go before the order's work, the largest step after the pieces (the edges' own
+    # pieces stay with `edges` until it is made one chunk)
     del parts, gpu, few, anchors
     points, work = points.select("node", "t", "opening"), work.select("s_node", "e_node", "ts_ns", "end_ns")
     ok, order = _in_order(edges, points, work)
@@ -317,10 +318,11 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid").cast(TEXT)).to_series().rename("lane")
     nested = nested.select("eid", "pid", "tid", "ts_ns", "end_ns", "depth", "parent_eid").join(
         threads, on=["pid", "tid"], how="left", nulls_equal=True, maintain_order="left")
+    depth = pl.col("depth").cast(pl.Int32)  # (a sort key only: four bytes a point fewer to sort and hold)
     starts = nested.select("_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
-                           key=pl.col("depth"), owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
+                           key=depth, owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
     ends = nested.lazy().filter(dur > 0).select(  # (lazy: only these columns are filtered)
-        "_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False), key=-pl.col("depth"),
+        "_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False), key=-depth,
         owner=pl.col("parent_eid")).collect(engine=ENGINE)
     # `nested` is in (ts, eid) order (`with_parents`), so the starts are in eid order among
     # equal times: with the ends put in eid order, a stable sort on the other four keys gives
@@ -343,26 +345,29 @@ def _segments(points: pl.DataFrame, lanes: pl.Series, nested: pl.DataFrame, sync
     anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & launches) | (~pl.col("opening") & waits))
     pts = pts.with_columns(_anchor=anchor.fill_null(False))
     pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
-    owners = _owners(nested, syncs, callers)  # one row per slice: each piece reads its owner's row
+    anchors = pts.select("node", "_thread", "t", "eid", "_anchor").filter("_anchor").drop("_anchor")
     # (only what a piece reads: a filter of every point column copied 0.1 GB more on the 1 GB trace)
     seg = pts.select("src", "_thread", "t", "_next", "owner").filter(pl.col("_next").is_not_null())
+    del pts  # (the columns made here go before the pieces' own are: 0.07 GB on the 1 GB trace)
+    owners = _owners(nested, syncs, callers)  # one row per slice: each piece reads its owner's row
     at = rows_of(owners, seg["owner"])
     seg = pl.concat([seg, owners.select("role", "name", "launches", "block_ns").gather(at.set(at < 0, None))],
                     how="horizontal")
+    del owners, at
     length = pl.col("_next") - pl.col("t")
     hostless = pl.col("role").is_null() | (pl.col("role") == "python")
-    cls = (pl.when(hostless & (length > idle_gap_ns)).then(pl.lit("idle", CLASS))
+    idle = hostless & (length > idle_gap_ns)
+    cls = (pl.when(idle).then(pl.lit("idle", CLASS))
            .when(hostless).then(pl.lit("python_overhead", CLASS))
            .when(pl.col("block_ns").is_not_null()).then(pl.lit("sync_wait", CLASS))
            .when(pl.col("launches")).then(pl.lit("launch_overhead", CLASS))
            .otherwise(pl.lit("cpu_compute", CLASS)))
-    seg = seg.with_columns(cls=cls).with_columns(
-        weight_ns=pl.when(pl.col("cls") == "idle").then(0)
-        .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
-        .otherwise(length))
-    seg = seg.select("src", lanes.gather(seg["_thread"]), start_ns="t", end_ns="_next", cls="cls",
-                     weight_ns="weight_ns", eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
-    anchors = pts.select("node", "_thread", "t", "eid", "_anchor").filter("_anchor").drop("_anchor")
+    weight = (pl.when(idle).then(0)
+              .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
+              .otherwise(length))
+    # one step: the class and the weight side by side, and only the result's columns kept
+    seg = seg.select("src", lanes.gather(seg["_thread"]), start_ns="t", end_ns="_next", cls=cls,
+                     weight_ns=weight, eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
     return seg, anchors
 
 
