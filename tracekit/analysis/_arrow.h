@@ -1,6 +1,6 @@
-/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html) and
- * the reading of one Int64 column from an Arrow C stream capsule (the PyCapsule interface
- * Polars speaks): shared by the analysis's C passes (`_slices.c`, `_paths.c`). */
+/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html), the
+ * reading of one Int64 column from an Arrow C stream capsule (the PyCapsule interface Polars
+ * speaks) and the writing of one: shared by the analysis's C passes (`_slices.c`, `_paths.c`). */
 #ifndef TRACEKIT_ARROW_H
 #define TRACEKIT_ARROW_H
 
@@ -126,5 +126,111 @@ static inline int read_columns(PyObject *args, Column *cols, int count) {
     }
     return 0;
 }
+
+/* -- writing a column ------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t *values;
+    uint8_t *valid; /* NULL: no nulls */
+    int64_t length, null_count;
+    const void *buffers[2];
+} Output;
+
+static inline void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static inline void release_array(struct ArrowArray *array) {
+    Output *o = array->private_data;
+    free(o->values);
+    free(o->valid);
+    free(o);
+    array->release = NULL;
+}
+
+static inline int stream_schema(struct ArrowArrayStream *stream, struct ArrowSchema *out) {
+    Output *o = stream->private_data;
+    memset(out, 0, sizeof *out);
+    out->format = "l";
+    out->name = "";
+    out->flags = o && o->valid ? ARROW_FLAG_NULLABLE : 0;
+    out->release = release_schema;
+    return 0;
+}
+
+static inline int stream_next(struct ArrowArrayStream *stream, struct ArrowArray *out) {
+    Output *o = stream->private_data;
+    memset(out, 0, sizeof *out);
+    if (!o) return 0; /* given already: the end (release stays NULL) */
+    o->buffers[0] = o->valid;
+    o->buffers[1] = o->values;
+    out->length = o->length;
+    out->null_count = o->null_count;
+    out->n_buffers = 2;
+    out->buffers = o->buffers;
+    out->release = release_array;
+    out->private_data = o;
+    stream->private_data = NULL; /* the array owns it now */
+    return 0;
+}
+
+static inline const char *stream_error(struct ArrowArrayStream *stream) { return NULL; }
+
+static inline void release_stream(struct ArrowArrayStream *stream) {
+    Output *o = stream->private_data;
+    if (o) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+    }
+    stream->private_data = NULL;
+    stream->release = NULL;
+}
+
+static inline void free_capsule(PyObject *capsule) {
+    struct ArrowArrayStream *stream = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (!stream) {
+        PyErr_Clear();
+        return;
+    }
+    if (stream->release) stream->release(stream);
+    free(stream);
+}
+
+/* A capsule of an Arrow C stream holding `o` (taken over, also on failure). */
+static inline PyObject *column_capsule(Output *o) {
+    struct ArrowArrayStream *stream = calloc(1, sizeof *stream);
+    if (!stream) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+        return PyErr_NoMemory();
+    }
+    stream->get_schema = stream_schema;
+    stream->get_next = stream_next;
+    stream->get_last_error = stream_error;
+    stream->release = release_stream;
+    stream->private_data = o;
+    PyObject *capsule = PyCapsule_New(stream, "arrow_array_stream", free_capsule);
+    if (!capsule) {
+        release_stream(stream);
+        free(stream);
+    }
+    return capsule;
+}
+
+static inline Output *new_output(int64_t length, int nullable) {
+    Output *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->length = length;
+    o->values = malloc((size_t)(length ? length : 1) * sizeof(int64_t));
+    o->valid = nullable ? calloc((size_t)(length / 8 + 1), 1) : NULL;
+    if (!o->values || (nullable && !o->valid)) {
+        free(o->values);
+        free(o->valid);
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
 
 #endif

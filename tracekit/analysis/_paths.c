@@ -139,7 +139,8 @@ static PyObject *longest_weight(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(best);
 }
 
-/* longest_path(src, dst, weights, nodes) -> (positions on the path, weight) */
+/* longest_path(src, dst, weights, nodes) -> (positions on the path: an Int64 Arrow C stream
+ * capsule, weight) */
 static PyObject *longest_path(PyObject *self, PyObject *args) {
     PyObject *src, *dst, *w;
     Py_ssize_t nodes;
@@ -151,7 +152,7 @@ static PyObject *longest_path(PyObject *self, PyObject *args) {
     Edges e;
     if (read_edges(src, dst, w, nodes, &e) < 0) return NULL;
     int64_t *dist = calloc((size_t)nodes, sizeof(int64_t));
-    Py_ssize_t *back = malloc((size_t)nodes * sizeof(Py_ssize_t));
+    Py_ssize_t *back = calloc((size_t)nodes, sizeof(Py_ssize_t));
     if (!dist || !back) {
         free(dist);
         free(back);
@@ -199,20 +200,16 @@ static PyObject *longest_path(PyObject *self, PyObject *args) {
     } else if (length > nodes) {
         PyErr_SetString(PyExc_ValueError, "the chosen predecessors form a cycle (edges not in topological order)");
     } else {
-        PyObject *path = PyList_New(length);
-        if (path) {
+        /* the positions as an Arrow column: as a list, the 1 GB trace's 4.4M positions were
+         * as many Python ints (0.17 GB) */
+        Output *path = new_output(length, 0);
+        if (!path) {
+            PyErr_NoMemory();
+        } else {
             Py_ssize_t p = end;
-            for (Py_ssize_t k = length - 1; k >= 0; k--, p = back[p]) {
-                PyObject *item = PyLong_FromSsize_t(p);
-                if (!item) {
-                    Py_CLEAR(path);
-                    break;
-                }
-                PyList_SET_ITEM(path, k, item);
-            }
-        }
-        if (path) {
-            out = Py_BuildValue("(NL)", path, (long long)dist[end]);
+            for (Py_ssize_t k = length - 1; k >= 0; k--, p = back[p]) path->values[k] = (int64_t)p;
+            PyObject *capsule = column_capsule(path); /* (takes `path` over, also on failure) */
+            if (capsule) out = Py_BuildValue("(NL)", capsule, (long long)dist[end]);
         }
     }
     free(dist);
@@ -223,7 +220,8 @@ static PyObject *longest_path(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"longest_weight", longest_weight, METH_VARARGS, "longest_weight(src, dst, weights, nodes) -> int"},
-    {"longest_path", longest_path, METH_VARARGS, "longest_path(src, dst, weights, nodes) -> (positions, weight)"},
+    {"longest_path", longest_path, METH_VARARGS,
+     "longest_path(src, dst, weights, nodes) -> (positions: an Int64 Arrow C stream capsule, weight)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -175,12 +175,13 @@ class GraphShape:
         return self.end_ns - self.start_ns
 
 
-def path_nodes(dep: DepGraph) -> list[int]:
-    """The nodes of the graph's longest path: on the edge arrays in `build_graph`'s
-    topological order (no DiGraph needed), or with networkx where that order is unknown."""
+def path_nodes(dep: DepGraph) -> pl.Series:
+    """The nodes of the graph's longest path (Int64, in path order): on the edge arrays in
+    `build_graph`'s topological order (no DiGraph needed), or with networkx where that
+    order is unknown."""
     if len(dep.order):
         return dep.longest[0]
-    return longest_path(dep.graph)
+    return pl.Series("node", longest_path(dep.graph), dtype=I64)
 
 
 def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[int] | None = None) -> list[int]:
@@ -198,7 +199,7 @@ def longest_path(graph: nx.DiGraph, *, weight: str = "weight", topo_order: list[
     raise UsageError("the dependency graph has too many cycles")  # pragma: no cover
 
 
-def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
+def path_segments(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     """The path's edges as time segments (cpu edges expanded into their pieces), plus idle
     segments for the window before and after the path (PATH_SCHEMA; `context` still empty).
 
@@ -213,8 +214,9 @@ def path_segments(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
     return steps_to_segments(path_steps(dep, nodes), dep.segments, dep.start_ns, dep.end_ns)
 
 
-def path_steps(dep: DepGraph, nodes: list[int]) -> pl.DataFrame:
+def path_steps(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     """The path's edges (`EDGE_SCHEMA`), one row per step, in path order."""
+    nodes = pl.Series("node", nodes, dtype=I64) if isinstance(nodes, list) else nodes
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
     # a (src, dst) pair is one edge at most (`build_graph` keeps them unique)
     return pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")

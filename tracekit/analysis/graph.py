@@ -148,11 +148,11 @@ class DepGraph:
         return (cpu["row"], *piece_runs(self.segments["src"], cpu["src"]))
 
     @cached_property
-    def longest(self) -> tuple[list[int], int]:
-        """The longest path's nodes and weight (`longest.longest_path`), computed once for
-        the critical path and every what-if."""
+    def longest(self) -> tuple[pl.Series, int]:
+        """The longest path's nodes (Int64) and weight (`longest.longest_path`), computed
+        once for the critical path and every what-if."""
         if self.edges.is_empty():
-            return [], 0
+            return pl.Series("node", [], dtype=I64), 0
         order = self.edge_order
         return longest_path(order, order.weights(self.edges["weight_ns"]))
 
