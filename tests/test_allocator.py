@@ -148,3 +148,28 @@ def test_trim_is_left_to_chosen_allocators(monkeypatch):
     monkeypatch.setattr(allocator, "_users_jemalloc", lambda: allocator.JEMALLOC)  # as `configure` leaves it
     allocator.trim()
     assert calls == ["malloc_trim"]
+
+
+# 300 blocks of 1 MiB freed below a live one: glibc keeps them (RSS in MiB before and after a trim)
+HEAP = """
+import os
+from tracekit import allocator
+rss = lambda: int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') >> 20
+first = bytearray(1 << 20); del first  # (raises glibc's mmap threshold past 1 MiB: the rest go on the heap)
+blocks = [bytearray(1 << 20) for _ in range(300)]
+pin = bytearray(1 << 20)  # above them: their space is not at the heap's top, which glibc trims itself
+del blocks
+before = rss()
+allocator.trim_heap()
+print(before, rss())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_trim_heap_hands_glibcs_free_heap_back_whoever_chose_the_allocators():
+    for env in ({}, {"MALLOC_ARENA_MAX": "1"}):  # (as the command leaves it: `trim` would not)
+        clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+        out = subprocess.run([sys.executable, "-c", HEAP], capture_output=True, text=True, check=True,
+                             env={**clean, **env})
+        before, after = map(int, out.stdout.split())
+        assert before - after >= 250, env  # the 300 MiB freed went back

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -205,3 +206,26 @@ def test_run_all_raises_the_first_failure_in_order_after_every_task():
         A._run_all({"first": fail("first"), "second": fail("second"), "ok": lambda: ended.append("ok")}, workers=2,
                    later={"late": lambda: ended.append("late")}, ready=threading.Event())
     assert sorted(ended) == ["first", "late", "ok", "second"]
+
+
+def test_large_traces_trim_glibcs_heap_while_they_are_analysed(monkeypatch):
+    """`_trimming`: on, a thread trims every `TRIM_EVERY_S` while the block runs and once
+    at its end, then stops; off, nothing."""
+    from tracekit import allocator
+
+    calls = []
+    monkeypatch.setattr(allocator, "trim_heap", lambda: calls.append(time.monotonic()))
+    monkeypatch.setattr(A, "TRIM_EVERY_S", 0.02)
+    with A._trimming(False):
+        time.sleep(0.1)
+    assert calls == []
+    start = time.monotonic()
+    with A._trimming(True):
+        time.sleep(0.2)
+    took = time.monotonic() - start
+    inside = len(calls)
+    assert 2 <= inside <= took / 0.02 + 1  # every 0.02 s at most while the block ran, and once at its end
+    assert calls[-1] >= start + 0.2  # (the last: at the end)
+    time.sleep(0.1)
+    assert len(calls) == inside  # stopped with the block
+    assert not [t for t in threading.enumerate() if t.name == "tracekit-trim"]
