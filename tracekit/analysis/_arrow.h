@@ -136,13 +136,18 @@ typedef struct {
     const void *buffers[2];
 } Output;
 
-static inline void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
-
-static inline void release_array(struct ArrowArray *array) {
-    Output *o = array->private_data;
+/* Free an output not handed over (NULL: nothing). */
+static inline void free_output(Output *o) {
+    if (!o) return;
     free(o->values);
     free(o->valid);
     free(o);
+}
+
+static inline void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static inline void release_array(struct ArrowArray *array) {
+    free_output(array->private_data);
     array->release = NULL;
 }
 
@@ -175,12 +180,7 @@ static inline int stream_next(struct ArrowArrayStream *stream, struct ArrowArray
 static inline const char *stream_error(struct ArrowArrayStream *stream) { return NULL; }
 
 static inline void release_stream(struct ArrowArrayStream *stream) {
-    Output *o = stream->private_data;
-    if (o) {
-        free(o->values);
-        free(o->valid);
-        free(o);
-    }
+    free_output(stream->private_data);
     stream->private_data = NULL;
     stream->release = NULL;
 }
@@ -199,9 +199,7 @@ static inline void free_capsule(PyObject *capsule) {
 static inline PyObject *column_capsule(Output *o) {
     struct ArrowArrayStream *stream = calloc(1, sizeof *stream);
     if (!stream) {
-        free(o->values);
-        free(o->valid);
-        free(o);
+        free_output(o);
         return PyErr_NoMemory();
     }
     stream->get_schema = stream_schema;
@@ -224,13 +222,10 @@ static inline Output *new_output(int64_t length, int nullable) {
     o->values = malloc((size_t)(length ? length : 1) * sizeof(int64_t));
     o->valid = nullable ? calloc((size_t)(length / 8 + 1), 1) : NULL;
     if (!o->values || (nullable && !o->valid)) {
-        free(o->values);
-        free(o->valid);
-        free(o);
+        free_output(o);
         return NULL;
     }
     return o;
 }
-
 
 #endif

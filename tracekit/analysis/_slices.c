@@ -50,11 +50,9 @@
 
 #include "_arrow.h"
 
-/* Free the outputs not handed over (NULL entries are skipped). */
+/* Free the outputs not handed over (NULL entries are nothing). */
 static void release_outputs(Output **outs, int count) {
-    for (int k = 0; k < count; k++) {
-        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
-    }
+    for (int k = 0; k < count; k++) free_output(outs[k]);
 }
 
 /* A tuple of the capsules of `count` outputs, each taken over (and set to NULL) also on
@@ -145,8 +143,8 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     result = columns_tuple(outs, 2);
 done:
     for (int k = 0; k < 5; k++) drop_column(&cols[k]);
-    if (depth) release_array(&(struct ArrowArray){.private_data = depth});
-    if (parent) release_array(&(struct ArrowArray){.private_data = parent});
+    free_output(depth);
+    free_output(parent);
     free(ends);
     free(last);
     return result;
@@ -201,7 +199,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     pick = NULL;
 done:
     for (int k = 0; k < 5; k++) drop_column(&cols[k]);
-    if (pick) release_array(&(struct ArrowArray){.private_data = pick});
+    free_output(pick);
     free(stack);
     return result;
 }
@@ -422,7 +420,7 @@ static PyObject *flag_up(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         result = one_column(&out, bad);
     }
-    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free_output(out);
     free(reach);
     for (int k = 0; k < 2; k++) drop_column(&cols[k]);
     return result;
@@ -475,8 +473,8 @@ static PyObject *climb(PyObject *self, PyObject *args) {
             result = columns_tuple(outs, 2);
         }
     }
-    if (hits) release_array(&(struct ArrowArray){.private_data = hits});
-    if (ops) release_array(&(struct ArrowArray){.private_data = ops});
+    free_output(hits);
+    free_output(ops);
     drop_column(&from);
     for (int k = 0; k < 4; k++) drop_column(&cols[k]);
     return result;
@@ -526,7 +524,7 @@ static PyObject *up_until(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         result = one_column(&out, bad);
     }
-    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free_output(out);
     for (int k = 0; k < 2; k++) {
         drop_column(&q[k]);
         drop_column(&cols[k]);
@@ -603,8 +601,7 @@ static PyObject *tree_sums(PyObject *self, PyObject *args) {
     }
     result = columns_tuple(outs, 5); /* takes the outputs over */
 done:
-    for (int k = 0; k < 5; k++)
-        if (outs[k]) release_array(&(struct ArrowArray){.private_data = outs[k]});
+    release_outputs(outs, 5);
     free(kernels_self);
     drop_column(&cols[0]);
     for (int k = 0; k < 3; k++) drop_column(&ev[k]);
@@ -642,7 +639,7 @@ static PyObject *same_above(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         result = one_column(&out, bad);
     }
-    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free_output(out);
     for (int k = 0; k < 2; k++) drop_column(&cols[k]);
     return result;
 }
@@ -726,9 +723,9 @@ static PyObject *chains(PyObject *self, PyObject *args) {
     row_chain = chain_parent = chain_code = NULL;
     result = columns_tuple(outs, 3);
 done:
-    if (row_chain) release_array(&(struct ArrowArray){.private_data = row_chain});
-    if (chain_parent) release_array(&(struct ArrowArray){.private_data = chain_parent});
-    if (chain_code) release_array(&(struct ArrowArray){.private_data = chain_code});
+    free_output(row_chain);
+    free_output(chain_parent);
+    free_output(chain_code);
     free(table);
     free(stack);
     for (int k = 0; k < 2; k++) drop_column(&cols[k]);
@@ -792,7 +789,7 @@ static PyObject *rows(PyObject *self, PyObject *args) {
             out = NULL;
         }
     }
-    if (out) release_array(&(struct ArrowArray){.private_data = out});
+    free_output(out);
     free(table);
     drop_column(&keys);
     drop_column(&queries);
@@ -901,8 +898,7 @@ static PyObject *pixels(PyObject *self, PyObject *args) {
     for (int j = 0; j < 6; j++) out[j]->length = runs;
     result = columns_tuple(out, 6);
 done:
-    for (int j = 0; j < 6; j++)
-        if (out[j]) release_array(&(struct ArrowArray){.private_data = out[j]});
+    release_outputs(out, 6);
     free(ov);
     free(count);
     free(best);
