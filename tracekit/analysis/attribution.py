@@ -22,7 +22,6 @@ count twice. GPU events with no op are counted, never dropped (`unlinked_events`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import polars as pl
 
@@ -75,12 +74,7 @@ def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
         on the 1 GB trace's 1.36M ops they held 0.13 GB through the rest of the analyses
         and the report.
     """
-    nested = cpu_ops(trace)
-    launches = launch_ops(trace, ops=nested)
-    gpu = gpu_links(trace, launches=launches)
-    tree = _tree_native(nested, gpu) if native.enabled() else None
-    closure = closure_pairs(nested) if tree is None else None
-    rows = _instances(nested, launches, gpu, closure, sums=tree[0] if tree else None)
+    rows, gpu, tree, closure = _instance_rows(trace)
     ops = _per_name(rows, gpu, closure, total_ns=int(gpu["dur_ns"].sum() or 0),
                     recursive=tree[1] if tree else None)
     no_op = gpu.filter(pl.col("op_eid").is_null())
@@ -99,10 +93,23 @@ def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
 
 
 def op_instances(attribution: Attribution, trace: Trace) -> pl.DataFrame:
-    """The per-instance rows of `trace`'s attribution: those it kept, else computed again."""
+    """The per-instance rows of `trace`'s attribution: those it kept, else computed again
+    (the rows alone: not the per-name table)."""
     if attribution.instances is not None:
         return attribution.instances
-    return cast(pl.DataFrame, attribute(trace).instances)
+    return _instance_rows(trace)[0]
+
+
+def _instance_rows(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, pl.DataFrame] | None,
+                                          pl.DataFrame | None]:
+    """(instances, GPU links, the C walks' sums and same-name frames or None, the closure
+    or None): what `attribute` and `op_instances` start from."""
+    nested = cpu_ops(trace)
+    launches = launch_ops(trace, ops=nested)
+    gpu = gpu_links(trace, launches=launches)
+    tree = _tree_native(nested, gpu) if native.enabled() else None
+    closure = closure_pairs(nested) if tree is None else None
+    return _instances(nested, launches, gpu, closure, sums=tree[0] if tree else None), gpu, tree, closure
 
 
 LEVELS = 256  # the closure's depth (`nesting.ancestors`), which the C walks keep to
