@@ -158,7 +158,7 @@ def _one_arena() -> None:
 def release() -> None:
     """Hand free heap memory back to the system now: glibc's (`malloc_trim`) and jemalloc's
     (Polars', `purge`, unless the allocators were `chosen`); each a no-op where it cannot be done."""
-    _glibc("malloc_trim", 0)
+    trim_heap()
     purge()
 
 
@@ -178,7 +178,7 @@ def trim() -> None:
     load calls it every `TRIM_EVERY` chunks of its read, whose threads each free their text
     buffers into a malloc arena of their own."""
     if not chosen():
-        _glibc("malloc_trim", 0)
+        trim_heap()
 
 
 def trim_heap() -> None:
@@ -187,8 +187,8 @@ def trim_heap() -> None:
     passes of the analyses allocate their columns with glibc's malloc, and past its dynamic
     mmap threshold (raised by each large free, up to 32 MiB) those columns come from the
     heap, which keeps them once they go: in the 1 GB report the heap held 0.19-0.23 GiB free
-    from the load's end on, and a trim gave 67-110 MiB of RSS back in 2-7 ms. `analyse()`
-    trims after each analysis of a large trace."""
+    from the load's end on, and a trim gave 67-110 MiB of RSS back in 2-7 ms. While a large
+    trace's analyses run, `analyse()` trims every `analyse.TRIM_EVERY_S`."""
     _glibc("malloc_trim", 0)
 
 
