@@ -216,7 +216,6 @@ def path_segments(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
 
 def path_steps(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     """The path's edges (`EDGE_SCHEMA`), one row per step, in path order."""
-    nodes = pl.Series("node", nodes, dtype=I64) if isinstance(nodes, list) else nodes
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
     # a (src, dst) pair is one edge at most (`build_graph` keeps them unique)
     return pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")
