@@ -1,6 +1,6 @@
 """Where one report's memory goes: RSS and jemalloc's active bytes, step by step.
 
-    python benchmarks/phases.py [TRACE] [--interval MS] [--out FILE]
+    python benchmarks/phases.py [TRACE] [--interval MS] [--every S] [--out FILE]
 
 Runs `tracekit report TRACE --no-cache` in this process, with the command's allocator
 settings, while a thread samples the process's RSS and jemalloc's active bytes (the pages
@@ -12,7 +12,8 @@ the steps running then. RSS less the active bytes is what the interpreter and th
 libraries hold plus the freed pages jemalloc keeps for a while; the active bytes are
 what the frames hold, and do not move with the allocator's timing, so they tell which
 step a change made smaller when the peak itself is within the run-to-run spread.
-`--out` writes the figures as JSON. Speed figures: `benchmarks/run.py`, `benchmarks/ab.py`.
+`--every S` also prints the run in slices of S seconds (the highest of each in each, and
+the steps that ran then). `--out` writes the figures as JSON. Speed figures: `benchmarks/run.py`, `benchmarks/ab.py`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trace", nargs="?", default=str(TRACE))
     ap.add_argument("--interval", type=float, default=5.0, help="milliseconds between samples")
     ap.add_argument("--out", help="write the figures to this JSON file")
+    ap.add_argument("--every", type=float, metavar="S",
+                    help="also print the highest RSS and active bytes of every S seconds, with the steps running then")
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
         print(f"trace not found: {args.trace}", file=sys.stderr)
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     figures = summarise(samples, events)
     print_figures(figures, Path(args.trace).name)
+    if args.every:
+        print_buckets(samples, events, args.every)
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
@@ -125,6 +130,23 @@ def print_figures(figures: dict, name: str) -> None:
     peak = figures["peak"]
     print(f"peak: {peak['rss_mib']:.0f} MiB RSS ({peak['active_mib']:.0f} MiB active) at {peak['at_s']:.2f} s, "
           f"while {', '.join(peak['running']) or 'no analysis step'} ran")
+
+
+def print_buckets(samples: list[tuple[float, int, int]], events: list[tuple[float, str, str]], every: float) -> None:
+    """The run in slices of `every` seconds: the highest RSS and active bytes in each, and the
+    steps that ran in it (a step that ended inside a slice counts)."""
+    began = {name: t for t, kind, name in events if kind == "start"}
+    ended = {name: t for t, kind, name in events if kind == "end"}
+    spans = {name: (t, ended.get(name, float("inf"))) for name, t in began.items()}
+    print(f"{'from':>7} {'max RSS':>9} {'max active':>11}  steps (MiB)")
+    t0 = 0.0
+    while t0 <= samples[-1][0]:
+        inside = [s for s in samples if t0 <= s[0] < t0 + every]
+        if inside:
+            running = [name for name, (a, b) in spans.items() if a < t0 + every and b >= t0]
+            print(f"{t0:7.2f} {max(s[1] for s in inside) / MIB:9.0f} {max(s[2] for s in inside) / MIB:11.0f}  "
+                  f"{', '.join(running)}")
+        t0 += every
 
 
 def _mib(value: float | None) -> str:

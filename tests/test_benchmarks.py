@@ -81,3 +81,18 @@ def test_phases_follows_every_step_of_a_report(tmp_path):
         assert 0 < figures["peak"]["active_mib"] < figures["peak"]["rss_mib"]
     assert "peak:" in run.stdout and "(findings, report)" in run.stdout
     assert not list(tmp_path.glob("*.html"))  # the report itself goes to a folder of its own, then away
+
+
+def test_phases_prints_the_run_in_slices(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from phases import MIB, print_buckets
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    samples = [(0.1, 100 * MIB, 50 * MIB), (0.4, 300 * MIB, 80 * MIB), (0.6, 200 * MIB, 90 * MIB), (1.2, 120 * MIB, 60 * MIB)]
+    events = [(0.05, "start", "a"), (0.45, "end", "a"), (0.3, "start", "b"), (1.1, "end", "b"), (1.15, "start", "c")]
+    print_buckets(samples, events, 0.5)
+    lines = capsys.readouterr().out.splitlines()
+    # (no sample in [1.0, 1.5) but the one at 1.2; a step counts in each slice it ran in)
+    assert lines[1:] == ["   0.00       300          80  a, b", "   0.50       200          90  b",
+                         "   1.00       120          60  b, c"]

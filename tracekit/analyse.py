@@ -46,7 +46,7 @@ from tracekit.analysis.shared import sharing
 from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import Windows, windows
-from tracekit.model import Trace
+from tracekit.model import UNREAD_OP_COLUMNS, Trace
 
 
 @dataclass(frozen=True)
@@ -240,10 +240,12 @@ def _links(trace: Trace) -> pl.DataFrame:
 
 OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
-PHASED_BYTES = 400_000_000  # from these frames on (about 500 MB of JSON), HEAVY wait for the path's graph
+PHASED_BYTES = 300_000_000  # from these frames on (`_frames_bytes`; about 500 MB of JSON), HEAVY wait for the path's graph
 WORKERS = 2
 TRIM_EVERY_S = 0.25  # on large traces, glibc's free heap goes back this often (`_trimming`)
-MEMORY_FACTOR = 10  # the process's peak with two threads, in multiples of the frames' size (9.4x at 250 MB, 8x at 1 GB)
+# the process's peak with two threads, in multiples of `_frames_bytes` (set when that counted every
+# column and the flows too, 0.75x as much on the 1 GB trace, at 10: 9.4x at 250 MB, 8x at 1 GB)
+MEMORY_FACTOR = 13
 
 
 def workers_for(trace: Trace) -> int:
@@ -276,14 +278,18 @@ def large(trace: Trace) -> bool:
 
 
 def _frames_bytes(trace: Trace) -> int:
-    """The main frames' `estimated_size`, measured once per trace: a constant column
-    (`loader.constants`) counts as one value until something reads it as a Series, which
-    gives it its rows for good, so a second measure could differ, and with it `large`."""
+    """The `estimated_size` of the frames the analyses read, less the columns they do not
+    (`model.UNREAD_OP_COLUMNS`, the GPU rows' args, the flows: what a lean trace,
+    `loader.lean`, leaves out, so that it counts the same as the whole trace), measured
+    once per trace: a constant column (`loader.constants`) counts as one value until
+    something reads it as a Series, which gives it its rows for good, so a second measure
+    could differ, and with it `large`."""
     key = id(trace)
     with _SIZES_LOCK:
         if key not in _SIZES:
             weakref.finalize(trace, _SIZES.pop, key, None)  # (first: an object that cannot be watched is not kept)
-            _SIZES[key] = sum(f.estimated_size() for f in (trace.ops, trace.runtime, trace.gpu, trace.flows))
+            read = (trace.ops.drop(UNREAD_OP_COLUMNS, strict=False), trace.runtime, trace.gpu.drop("args", strict=False))
+            _SIZES[key] = sum(f.estimated_size() for f in read)
         return _SIZES[key]
 
 

@@ -216,6 +216,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 FRAME_NAMES: tuple[str, ...] = tuple(SCHEMAS)
+# the ops' columns no analysis reads: the op tree (`links.cpu_ops`) leaves them out, and a
+# lean trace (`loader.lean`) holds nulls there
+UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_parent_id")
 
 # GPU activity categories that make a device busy. `cuda_sync` rows and
 # `gpu_user_annotation` ranges are GPU-side records but not work.
@@ -254,6 +257,7 @@ class TraceMeta:
     threads: pl.DataFrame = field(default_factory=lambda: empty_frame(THREADS_SCHEMA))
     event_count: int = 0
     recovered: bool = False
+    lean: bool = False  # loaded without what no analysis reads (`loader.lean`): flows, the ops' and GPU rows' args...
 
 
 @dataclass(frozen=True)

@@ -201,10 +201,13 @@ def load_job_trace(job: Job) -> Trace:
     """The trace of a single-file job, from its path or from the bytes `prepare` read.
 
     `workers=0`: the batch already runs one job per core, so the loader forks no helper.
+    Lean (`loader.lean`): the batch only analyses it.
     """
+    from tracekit.loader.lean import lean_trace
+
     if job.data is None:
-        return load(job.paths[0], workers=0, max_bytes=job.max_bytes)
-    return loads(job.data, path=job.source, workers=0, max_bytes=job.max_bytes)
+        return load(job.paths[0], workers=0, max_bytes=job.max_bytes, lean=True)
+    return lean_trace(loads(job.data, path=job.source, workers=0, max_bytes=job.max_bytes))
 
 
 __all__ = ["Item", "Job", "expand", "prepare", "safe_name", "rank_pattern", "load_job_trace"]

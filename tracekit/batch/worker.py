@@ -77,7 +77,7 @@ def _trace_entry(job: Job) -> dict[str, Any]:
 def _group_entry(job: Job) -> dict[str, Any]:
     from tracekit.loader import load_ranks
 
-    traces = load_ranks(list(job.paths), max_bytes=job.max_bytes)
+    traces = load_ranks(list(job.paths), max_bytes=job.max_bytes, lean=True)
     values, rank_rows, classes, findings, kernels = [], [], [], [], []
     for rank in list(traces):
         a = analyse(traces.pop(rank))  # drop each rank's trace once analysed

@@ -63,19 +63,22 @@ SHOW_READING_BYTES = 32 * 1024 * 1024  # on a terminal, files this big show how 
 
 
 def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None,
-               limit: int | None = None, warn: bool = True) -> Trace:
+               limit: int | None = None, warn: bool = True, lean: bool = True) -> Trace:
     """Load a trace for a command, through the cache unless `--no-cache` (or cache=False).
 
     The reading shows on `status`; without one, on a status line of its own when stderr is
     a terminal and the file is big. `limit`: the size limit (default: `max_bytes()`).
-    `warn`: say on stderr when the file was broken and only partly read (`recovered_note`)."""
+    `warn`: say on stderr when the file was broken and only partly read (`recovered_note`).
+    `lean`: without what no analysis reads (`loader.lean`), as every command but `info`
+    wants it."""
     cache = wants_cache(path, cache)
     own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
     try:
         progress = partial(status.reading, path) if status is not None and status.enabled else None
-        trace = load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress)
+        trace = load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress,
+                     lean=lean)
     finally:
         if own and status is not None:
             status.close()
@@ -113,8 +116,9 @@ class Loading:
     options are read here, on the command's thread (click's context is per thread).
     `result()` waits, and raises what the load raised."""
 
-    def __init__(self, path: str, *, status: Status | None = None, warn: bool = True) -> None:
-        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes(), "warn": False}
+    def __init__(self, path: str, *, status: Status | None = None, warn: bool = True, lean: bool = True) -> None:
+        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes(), "warn": False,
+                      "lean": lean}
         self._path, self._status, self._warn = path, status, warn
         self._trace: Trace | None = None
         self._error: BaseException | None = None

@@ -17,10 +17,11 @@ def info(traces: tuple[str, ...], as_json: bool) -> None:
 
     Exit code 0 on success; 2 with a one-line error when a file cannot be read.
     """
-    first = Loading(traces[0], warn=False)  # read while the summary's code (and Polars) is imported
+    first = Loading(traces[0], warn=False, lean=False)  # read while the summary's code (and Polars) is imported
     from tracekit.info import trace_info
 
-    infos = [trace_info(first.result() if i == 0 else load_trace(path, warn=False)) for i, path in enumerate(traces)]
+    infos = [trace_info(first.result() if i == 0 else load_trace(path, warn=False, lean=False))
+             for i, path in enumerate(traces)]
     if as_json:
         emit_json(infos)  # the same shape however many traces a glob matched
         return

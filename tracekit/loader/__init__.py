@@ -41,6 +41,7 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    lean: bool = False,
 ) -> Trace:
     """Load one trace file (JSON or gzip JSON; object or bare-array form) into a `Trace`.
 
@@ -60,17 +61,23 @@ def load(
         process).
     progress: called as `progress(done, total)` with the bytes of the file read so far and
         its size, as the reading goes (not on a cache hit: there is nothing to wait for).
+    lean: leave out what no analysis reads (`lean.lean_trace`: the flows, the ops' and most
+        GPU rows' args), for a trace that is only analysed. The cache keeps the whole trace.
     """
     if cache:
         directory = _cache.cache_dir(cache_dir)
         key = _cache.entry_key(path, max_bytes=max_bytes)
-        hit = _cache.read(directory, key, path=str(path))
-        if hit is not None:
-            return hit
+        trace = _cache.read(directory, key, path=str(path))
+        if trace is None:
+            trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
+            cache_writes.run(_cache.write, directory, key, trace)  # in line, unless inside `cache_writes.writes_behind()`
+    else:
         trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
-        cache_writes.run(_cache.write, directory, key, trace)  # in line, unless inside `cache_writes.writes_behind()`
-        return trace
-    return load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
+    if lean:
+        from tracekit.loader.lean import lean_trace
+
+        return lean_trace(trace)
+    return trace
 
 
 Progress = Callable[[int, int], None]
@@ -216,13 +223,13 @@ def trace_files(source: str | os.PathLike[str]) -> list[Path]:
 
 def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
                cache: bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, Trace]:
+               max_bytes: int = DEFAULT_MAX_BYTES, lean: bool = False) -> dict[int, Trace]:
     """Load the traces of one distributed job, keyed by rank.
 
     The rank comes from the trace's `distributedInfo`; a file without it takes the last
     number in its file name (`rank-3.json.gz`, `worker3...`). Two files claiming one rank
-    raise `UsageError`: they are never merged silently. `cache`, `cache_dir`, `max_bytes`:
-    as for `load`, for each file.
+    raise `UsageError`: they are never merged silently. `cache`, `cache_dir`, `max_bytes`,
+    `lean`: as for `load`, for each file.
     """
     if isinstance(sources, (str, os.PathLike)):
         paths = trace_files(sources)
@@ -233,7 +240,7 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     ranks: dict[int, Trace] = {}
     origin: dict[int, str] = {}
     for path in paths:
-        trace = load(path, cache=cache, cache_dir=cache_dir, max_bytes=max_bytes)
+        trace = load(path, cache=cache, cache_dir=cache_dir, max_bytes=max_bytes, lean=lean)
         rank = trace.meta.rank if trace.meta.rank is not None else _rank_from_name(path)
         if rank is None:
             raise UsageError(f"{path}: no rank in distributedInfo or in the file name")
