@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def summarise(samples: list[tuple[float, int, int]], events: list[tuple[float, str, str]]) -> dict:
     """Per step (and before the first, after the last) the highest RSS and active bytes."""
-    began = {name: t for t, kind, name in events if kind == "start"}
-    ended = {name: t for t, kind, name in events if kind == "end"}
+    began, ended = _spans(events)
     first, last = min(began.values()), max(ended.values())
 
     def highest(t0: float, t1: float) -> dict:
@@ -135,18 +134,21 @@ def print_figures(figures: dict, name: str) -> None:
 def print_buckets(samples: list[tuple[float, int, int]], events: list[tuple[float, str, str]], every: float) -> None:
     """The run in slices of `every` seconds: the highest RSS and active bytes in each, and the
     steps that ran in it (a step that ended inside a slice counts)."""
-    began = {name: t for t, kind, name in events if kind == "start"}
-    ended = {name: t for t, kind, name in events if kind == "end"}
-    spans = {name: (t, ended.get(name, float("inf"))) for name, t in began.items()}
+    began, ended = _spans(events)
     print(f"{'from':>7} {'max RSS':>9} {'max active':>11}  steps (MiB)")
-    t0 = 0.0
-    while t0 <= samples[-1][0]:
-        inside = [s for s in samples if t0 <= s[0] < t0 + every]
+    for i in range(int(samples[-1][0] // every) + 1):
+        t0, t1 = i * every, (i + 1) * every
+        inside = [s for s in samples if t0 <= s[0] < t1]
         if inside:
-            running = [name for name, (a, b) in spans.items() if a < t0 + every and b >= t0]
+            running = [name for name, t in began.items() if t < t1 and ended.get(name, float("inf")) >= t0]
             print(f"{t0:7.2f} {max(s[1] for s in inside) / MIB:9.0f} {max(s[2] for s in inside) / MIB:11.0f}  "
                   f"{', '.join(running)}")
-        t0 += every
+
+
+def _spans(events: list[tuple[float, str, str]]) -> tuple[dict[str, float], dict[str, float]]:
+    """({step: its start}, {step: its end}) of the steps' events."""
+    return ({name: t for t, kind, name in events if kind == "start"},
+            {name: t for t, kind, name in events if kind == "end"})
 
 
 def _mib(value: float | None) -> str:

@@ -219,6 +219,9 @@ FRAME_NAMES: tuple[str, ...] = tuple(SCHEMAS)
 # the ops' columns no analysis reads: the op tree (`links.cpu_ops`) leaves them out, and a
 # lean trace (`loader.lean`) holds nulls there
 UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_parent_id")
+# and the GPU rows': the GPU links (`links.gpu_links`) leave them out, and a lean trace keeps
+# them on the `cuda_sync` records alone (the dependency graph reads the stream a wait was on)
+UNREAD_GPU_COLUMNS = ("args",)
 
 # GPU activity categories that make a device busy. `cuda_sync` rows and
 # `gpu_user_annotation` ranges are GPU-side records but not work.
@@ -257,7 +260,7 @@ class TraceMeta:
     threads: pl.DataFrame = field(default_factory=lambda: empty_frame(THREADS_SCHEMA))
     event_count: int = 0
     recovered: bool = False
-    lean: bool = False  # loaded without what no analysis reads (`loader.lean`): flows, the ops' and GPU rows' args...
+    lean: bool = False  # loaded without what no analysis reads (`loader.lean`: the flows, the unread columns)
 
 
 @dataclass(frozen=True)

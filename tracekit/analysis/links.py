@@ -17,7 +17,7 @@ import polars as pl
 from tracekit.analysis import native
 from tracekit.analysis.nesting import in_time_order, parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import remember
-from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_OP_COLUMNS, Trace
+from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, Trace
 
 LAUNCH_COLUMNS = {
     "launch_eid": pl.Int64,
@@ -29,10 +29,9 @@ LAUNCH_COLUMNS = {
 }
 LINK = pl.Enum(["external_id", "containment", "gpu_external_id"])  # how a row's op was found: one byte a row
 OP_COLUMNS = {"op_eid": pl.Int64, "op_name": pl.String, "op_external_id": pl.Int64, "link": LINK}
-# `cpu_ops` leaves out the ops' columns that no analysis reads (`model.UNREAD_OP_COLUMNS`;
-# the 1 GB trace's 1.36M ops: 0.06 GB held for the whole of `analyse()`)
-# and the GPU work's, which `gpu_links` leaves out (the graph reads the sync records' args from the trace)
-UNREAD_GPU_COLUMNS = ("args",)
+# `cpu_ops` and `gpu_links` leave out the ops' and the GPU work's columns that no analysis
+# reads (`model.UNREAD_OP_COLUMNS`, `model.UNREAD_GPU_COLUMNS`; the 1 GB trace's 1.36M ops:
+# 0.06 GB held for the whole of `analyse()`)
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:

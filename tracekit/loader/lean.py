@@ -6,8 +6,8 @@ whole of a report, a tenth of its peak:
   correlation id, not by flow;
 - the ops' leftover `args` text and their autograd and Python ids
   (`model.UNREAD_OP_COLUMNS`, 67 MB): `Ev Idx`, `Record function id`, sequence numbers;
-- the GPU rows' `args` text but that of `cuda_sync` records (20 MB), where the dependency
-  graph reads which stream a wait was on.
+- the GPU rows' `args` text (`model.UNREAD_GPU_COLUMNS`) but that of `cuda_sync` records
+  (20 MB), where the dependency graph reads which stream a wait was on.
 
 `lean_trace` keeps every frame and column: flows has no rows, and the columns left out
 hold nulls (constant columns, which take no memory: `loader.constants`). `meta.lean`
@@ -22,9 +22,9 @@ from dataclasses import replace
 
 import polars as pl
 
-from tracekit.model import UNREAD_OP_COLUMNS, Trace
+from tracekit.model import UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, Trace
 
-KEPT_GPU_ARGS = "cuda_sync"  # the GPU rows whose args text a lean trace keeps (their `cat`)
+KEPT_GPU_ARGS = "cuda_sync"  # the GPU rows whose `UNREAD_GPU_COLUMNS` a lean trace keeps (their `cat`)
 
 
 def lean_trace(trace: Trace) -> Trace:
@@ -36,7 +36,7 @@ def lean_trace(trace: Trace) -> Trace:
     synced = pl.col("cat") == KEPT_GPU_ARGS
     gpu = trace.gpu
     if gpu.select(synced.any()).item():
-        gpu = gpu.with_columns(args=pl.when(synced).then(pl.col("args")))
-    else:
-        gpu = gpu.with_columns(args=pl.lit(None, gpu.schema["args"]))
+        gpu = gpu.with_columns(pl.when(synced).then(pl.col(c)).alias(c) for c in UNREAD_GPU_COLUMNS)
+    else:  # (constant columns: no memory)
+        gpu = gpu.with_columns(pl.lit(None, gpu.schema[c]).alias(c) for c in UNREAD_GPU_COLUMNS)
     return trace.replace(ops=ops, gpu=gpu, flows=trace.flows.clear(), meta=replace(trace.meta, lean=True))
