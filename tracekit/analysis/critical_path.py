@@ -296,7 +296,7 @@ def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame)
     row = row.scatter(found["_i"], found["_k"]) if found.height else row
     # the names as codes (`model.TEXT`): the gather copies four bytes a segment, where text
     # took a 16-byte view (and, gathered from two chunks, a copy of every name it read)
-    names = pl.concat([slices["name"], ops["op_name"]]).cast(TEXT)
+    names = pl.concat([slices["name"].cast(TEXT), ops["op_name"].cast(TEXT)])
     context = names.gather(row.set(row < 0, None))
     return segs.with_columns(context=pl.coalesce(context, "name")).select(list(PATH_SCHEMA)).cast(PATH_SCHEMA)
 
@@ -314,9 +314,10 @@ def _host_rows(at: pl.Series, slices: pl.DataFrame, *, max_depth: int = 256) -> 
         return pl.repeat(-1, at.len(), dtype=I64, eager=True)
     # the patterns run on the distinct names (a few dozen), which the rows then look up
     name = pl.col("name")
+    text = name.cast(STR)  # (codes in a graph's slices: `graph._cpu_slices`)
     kinds = slices.select(name.unique()).filter(name.is_not_null()).with_columns(
-        _mod=name.str.contains(MODULE),
-        _py=~name.str.contains(STEP_NAME) & ~name.str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
+        _mod=text.str.contains(MODULE),
+        _py=~text.str.contains(STEP_NAME) & ~text.str.contains(r"\.py\(\d+\)|^<built-in|^<string>|^threading"))
     module = name.is_in(kinds.filter("_mod")["name"].implode()) | (
         (pl.col("role") == "python") & name.is_in(kinds.filter("_py")["name"].implode()))
     info = slices.select(hit=module.fill_null(False), go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),

@@ -262,14 +262,18 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
 # -- inputs --------------------------------------------------------------------------------
 
 def _cpu_slices(trace: Trace) -> pl.DataFrame:
-    """CPU slices with a `role`: op | python | runtime."""
+    """CPU slices with a `role`: op | python | runtime. Their names are codes (`model.TEXT`):
+    every step of the build copies them (sorted, nested, filtered), four bytes a slice where
+    text took a 16-byte view (the 1 GB trace's 2.4M slices); the calls' names are read as
+    text where a pattern is matched (`sync_waits`, `cross_stream_edges`)."""
     cat = pl.col("cat")
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
     ops = trace.ops.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "cat", "dur_ns").filter(
         ~cat.is_in(NOT_CPU_CATS) & (pl.col("dur_ns") > 0)).select(
-        "eid", "name", "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
+        "eid", pl.col("name").cast(TEXT), "pid", "tid", "ts_ns", "end_ns", correlation=pl.lit(None, I64),
         role=pl.when(python).then(pl.lit("python", ROLE)).otherwise(pl.lit("op", ROLE)))
-    rt = trace.runtime.select("eid", "name", "pid", "tid", "ts_ns", "end_ns", "correlation", role=pl.lit("runtime", ROLE))
+    rt = trace.runtime.select("eid", pl.col("name").cast(TEXT), "pid", "tid", "ts_ns", "end_ns", "correlation",
+                              role=pl.lit("runtime", ROLE))
     return pl.concat([ops, rt.cast(ops.schema)]).sort("ts_ns", "eid")
 
 
@@ -491,7 +495,7 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
     call as `tail_ns` (pure sync overhead).
     """
     calls = slices.lazy().filter((pl.col("role") == "runtime") & (pl.col("end_ns") > pl.col("ts_ns"))).with_columns(
-        kind=sync_kind(pl.col("name"))).collect(engine=ENGINE)
+        kind=sync_kind(pl.col("name").cast(STR))).collect(engine=ENGINE)
     if calls.is_empty() or work.is_empty():
         named = calls.filter(pl.col("kind").is_not_null())
         return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
@@ -539,7 +543,7 @@ def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
 def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     """Edges from the work an event recorded to the first work that waited on it (EDGE_SCHEMA)."""
     rt = slices.lazy().filter(pl.col("role") == "runtime")
-    waits = rt.filter(pl.col("name").str.contains(STREAM_WAIT_CALL)).collect(engine=ENGINE)
+    waits = rt.filter(pl.col("name").cast(STR).str.contains(STREAM_WAIT_CALL)).collect(engine=ENGINE)
     if waits.is_empty() or work.is_empty() or work["launch_ts_ns"].is_null().all():
         return pl.DataFrame(schema=EDGE_SCHEMA)
     launched = work.lazy().filter(pl.col("launch_ts_ns").is_not_null()).select(
@@ -580,7 +584,7 @@ _GUESS_SCHEMA: dict[str, pl.DataType] = {
 def _guessed_waits(calls: pl.LazyFrame, rt: pl.LazyFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
     """Waits without a record: the thread's last event record before the wait; the work the
     thread launched before that record (recorded stream) and after the wait (waiting stream)."""
-    recs = rt.filter(pl.col("name").str.contains(EVENT_RECORD_CALL)).select("pid", "tid", rec_ts="ts_ns")
+    recs = rt.filter(pl.col("name").cast(STR).str.contains(EVENT_RECORD_CALL)).select("pid", "tid", rec_ts="ts_ns")
     # no record call on the thread before the wait (some traces do not list them): the wait itself
     calls = calls.select("pid", "tid", "ts_ns").sort("ts_ns").join_asof(
         recs.sort("rec_ts"), left_on="ts_ns", right_on="rec_ts", by=["pid", "tid"], strategy="backward",
