@@ -282,8 +282,8 @@ def test_released_once_the_segments_are_gathered(tmp_path, monkeypatch):
     import tracekit.analysis.critical_path as cp
 
     calls = []
-    gather, context = cp.steps_to_segments, cp._with_context
-    monkeypatch.setattr(cp, "steps_to_segments", lambda *a: calls.append("gather") or gather(*a))
+    gather, context = cp._to_segments, cp._with_context
+    monkeypatch.setattr(cp, "_to_segments", lambda *a: calls.append("gather") or gather(*a))
     monkeypatch.setattr(cp, "_with_context", lambda *a: calls.append("context") or context(*a))
     trace = launch_bound(n=10).load(tmp_path)
     lean = critical_path(trace, keep_graph=False, on_released=lambda: calls.append("released"))
