@@ -19,7 +19,7 @@ from tracekit.batch.sources import Job, load_job_trace
 from tracekit.cli.main import main
 from tracekit.loader import load, loads
 from tracekit.loader.lean import lean_trace
-from tracekit.model import UNREAD_OP_COLUMNS
+from tracekit.model import UNREAD_OP_COLUMNS, UNREAD_RUNTIME_COLUMNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO_STREAMS = FIXTURES / "kineto_two_streams.json"
@@ -61,7 +61,11 @@ def test_lean_trace_leaves_out_what_no_analysis_reads(whole):
         assert lean.frames()[name].schema == frame.schema, name
     assert lean.ops.drop(UNREAD_OP_COLUMNS).equals(whole.ops.drop(UNREAD_OP_COLUMNS))
     assert lean.gpu.drop("args").equals(whole.gpu.drop("args"))
-    for name in ("runtime", "counters", "instants", "memory", "warnings"):
+    # the calls' callback ids
+    assert whole.runtime["cbid"].null_count() < whole.runtime.height
+    assert lean.runtime["cbid"].null_count() == lean.runtime.height
+    assert lean.runtime.drop(UNREAD_RUNTIME_COLUMNS).equals(whole.runtime.drop(UNREAD_RUNTIME_COLUMNS))
+    for name in ("counters", "instants", "memory", "warnings"):
         assert lean.frames()[name].equals(whole.frames()[name]), name
     assert (whole.meta.lean, lean.meta.lean) == (False, True)
     assert dataclasses.replace(lean.meta, lean=False) == whole.meta

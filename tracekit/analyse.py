@@ -46,7 +46,7 @@ from tracekit.analysis.shared import sharing
 from tracekit.analysis.syncs import CopyStats, SyncStats, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import Windows, windows
-from tracekit.model import UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, Trace
+from tracekit.model import UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, UNREAD_RUNTIME_COLUMNS, Trace
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ def large(trace: Trace) -> bool:
 
 def _frames_bytes(trace: Trace) -> int:
     """The `estimated_size` of the frames the analyses read, less the columns they do not
-    (`model.UNREAD_OP_COLUMNS`, `model.UNREAD_GPU_COLUMNS`, the flows: what a lean trace,
+    (`model.UNREAD_OP_COLUMNS`, `model.UNREAD_RUNTIME_COLUMNS`, `model.UNREAD_GPU_COLUMNS`, the flows: what a lean trace,
     `loader.lean`, leaves out, so that it counts the same as the whole trace), measured
     once per trace: a constant column (`loader.constants`) counts as one value until
     something reads it as a Series, which gives it its rows for good, so a second measure
@@ -288,7 +288,8 @@ def _frames_bytes(trace: Trace) -> int:
     with _SIZES_LOCK:
         if key not in _SIZES:
             weakref.finalize(trace, _SIZES.pop, key, None)  # (first: an object that cannot be watched is not kept)
-            read = (trace.ops.drop(UNREAD_OP_COLUMNS, strict=False), trace.runtime,
+            read = (trace.ops.drop(UNREAD_OP_COLUMNS, strict=False),
+                    trace.runtime.drop(UNREAD_RUNTIME_COLUMNS, strict=False),
                     trace.gpu.drop(UNREAD_GPU_COLUMNS, strict=False))
             _SIZES[key] = sum(f.estimated_size() for f in read)
         return _SIZES[key]

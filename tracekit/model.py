@@ -222,6 +222,8 @@ UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_pare
 # and the GPU rows': the GPU links (`links.gpu_links`) leave them out, and a lean trace keeps
 # them on the `cuda_sync` records alone (the dependency graph reads the stream a wait was on)
 UNREAD_GPU_COLUMNS = ("args",)
+# and the runtime calls': the CUPTI callback id (a lean trace holds nulls there)
+UNREAD_RUNTIME_COLUMNS = ("cbid",)
 
 # GPU activity categories that make a device busy. `cuda_sync` rows and
 # `gpu_user_annotation` ranges are GPU-side records but not work.

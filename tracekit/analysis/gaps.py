@@ -64,6 +64,7 @@ from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
+from tracekit.loader.constants import constant_columns
 from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -143,7 +144,9 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
         evidence = _evidence(distinct, trace, links)
         found = found.hstack(_shared(evidence, at)).with_columns(other_busy_ns=_other_busy(found, work))
         found = found.with_columns(cause=_cause(min_gap_ns)).hstack(_shared(blame.result(), at))
-    out = found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA)
+    # a column of one value (no windows, no modules: nulls; one device) held as that value
+    # (`loader.constants`): 12 MB of the 1 GB trace's gaps, for the rest of the report
+    out = constant_columns(found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA))
     del found, distinct, at, evidence, blame  # (the steps' text and own columns, before the totals' group-by)
     totals = _totals(out)
     dev = totals.filter(pl.col("scope") == "device")

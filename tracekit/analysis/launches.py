@@ -35,6 +35,7 @@ import polars as pl
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import in_time_order
 from tracekit.analysis.shared import ENGINE, remember
+from tracekit.loader.constants import constant_columns
 from tracekit.model import TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -117,9 +118,9 @@ def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:
     graphs = _graphs(launches, gpu)
     lat = launches["latency_ns"].drop_nulls()
     return LaunchStats(
-        launches=launches,
+        launches=constant_columns(launches),  # (one process, one device: each held as one value)
         apis=_apis(launches),
-        queue=queue,
+        queue=constant_columns(queue),
         streams=_streams(queue),
         graphs=graphs,
         launch_calls=launches.height,

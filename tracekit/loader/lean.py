@@ -6,6 +6,7 @@ whole of a report, a tenth of its peak:
   correlation id, not by flow;
 - the ops' leftover `args` text and their autograd and Python ids
   (`model.UNREAD_OP_COLUMNS`, 67 MB): `Ev Idx`, `Record function id`, sequence numbers;
+- the runtime calls' CUPTI callback ids (`model.UNREAD_RUNTIME_COLUMNS`, 8 MB);
 - the GPU rows' `args` text (`model.UNREAD_GPU_COLUMNS`) but that of `cuda_sync` records
   (20 MB), where the dependency graph reads which stream a wait was on.
 
@@ -22,7 +23,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from tracekit.model import UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, Trace
+from tracekit.model import UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, UNREAD_RUNTIME_COLUMNS, Trace
 
 KEPT_GPU_ARGS = "cuda_sync"  # the GPU rows whose `UNREAD_GPU_COLUMNS` a lean trace keeps (their `cat`)
 
@@ -33,10 +34,11 @@ def lean_trace(trace: Trace) -> Trace:
     if trace.meta.lean:
         return trace
     ops = trace.ops.with_columns(pl.lit(None, trace.ops.schema[c]).alias(c) for c in UNREAD_OP_COLUMNS)
+    runtime = trace.runtime.with_columns(pl.lit(None, trace.runtime.schema[c]).alias(c) for c in UNREAD_RUNTIME_COLUMNS)
     synced = pl.col("cat") == KEPT_GPU_ARGS
     gpu = trace.gpu
     if gpu.select(synced.any()).item():
         gpu = gpu.with_columns(pl.when(synced).then(pl.col(c)).alias(c) for c in UNREAD_GPU_COLUMNS)
     else:  # (constant columns: no memory)
         gpu = gpu.with_columns(pl.lit(None, gpu.schema[c]).alias(c) for c in UNREAD_GPU_COLUMNS)
-    return trace.replace(ops=ops, gpu=gpu, flows=trace.flows.clear(), meta=replace(trace.meta, lean=True))
+    return trace.replace(ops=ops, runtime=runtime, gpu=gpu, flows=trace.flows.clear(), meta=replace(trace.meta, lean=True))
