@@ -346,11 +346,15 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     pts = points.with_row_index("_pt").drop_nulls([*keys, at])
     both = pl.concat([rows.select(keys), pts.select(keys).cast(rows.select(keys).schema)])
     group = both.select(pl.struct(keys).rank("dense").cast(I64)).to_series()
-    # the sort moves the numbers the pass reads and each slice's row, not its other columns
-    # (text): the picked slices' columns are gathered once, by row
-    ranked = rows.select(*dict.fromkeys([start, end, length, order]), _g=group.head(rows.height),
-                         _r=pl.int_range(pl.len(), dtype=pl.get_index_type())).sort(
-        ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)
+    # the sort finds the slices' order alone, and only the numbers the pass reads are put in
+    # it: not the slices' other columns (text), nor the sort's other keys (the 1 GB trace's
+    # 1.36M ops, looked up three times by the gaps: 0.06 GB less at each); the picked
+    # slices' columns are gathered once, by row
+    keyed = rows.select(*dict.fromkeys([start, end, length, order]), _g=group.head(rows.height))
+    by = keyed.select(pl.int_range(pl.len(), dtype=pl.get_index_type()).sort_by(
+        ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)).to_series()
+    ranked = keyed.select("_g", start, end).gather(by).with_columns(_r=by)
+    del keyed
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
     found = native.slices.innermost(tuple(native.arrow(ranked[c]) for c in ("_g", start, end)),
                                     (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
