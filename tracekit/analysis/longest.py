@@ -64,8 +64,12 @@ class EdgeOrder:
         size = max(int(nodes.max() or 0), int(dep.edges["src"].max() or 0), int(dep.edges["dst"].max() or 0)) + 1
         pos = pl.Series(dtype=I64).extend_constant(-1, size).scatter(nodes, pl.int_range(nodes.len(), dtype=I64, eager=True))
         e = dep.edges.select(_s=pos.gather(dep.edges["src"]), _d=pos.gather(dep.edges["dst"])).with_row_index("_row")
-        e = e.filter((pl.col("_s") >= 0) & (pl.col("_s") < pl.col("_d"))).sort("_d", maintain_order=True)
-        return cls(src=e["_s"], dst=e["_d"], perm=e["_row"], nodes=nodes.len(), topo=nodes)
+        del pos  # (the node positions go before the edges are put in order; then each column is
+        # gathered in it on its own: a sort of the filtered frame held both copies of all three)
+        e = e.filter((pl.col("_s") >= 0) & (pl.col("_s") < pl.col("_d")))
+        by = e.select(pl.int_range(pl.len(), dtype=pl.get_index_type()).sort_by("_d", maintain_order=True)).to_series()
+        src, dst, perm = (e.get_column(c).gather(by) for c in ("_s", "_d", "_row"))
+        return cls(src=src, dst=dst, perm=perm, nodes=nodes.len(), topo=nodes)
 
     def weights(self, weights: pl.Series) -> pl.Series:
         """`weights` (aligned with dep.edges) in this order."""
