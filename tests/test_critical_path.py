@@ -356,3 +356,21 @@ def test_real_path_segments_are_the_path_edges_one_at_a_time():
     nodes = path_nodes(dep)[100:400]
     cols = ["start_ns", "end_ns", "cls", "name", "eid", "lane", "weight_ns", "edge", "inferred", "src_eid"]
     assert path_segments(dep, nodes).select(cols).rows() == _segments_one_edge_at_a_time(dep, nodes)
+
+
+@pytest.mark.parametrize("base", [0, 1 << 31])
+def test_path_steps_are_the_path_edges_in_path_order(base):
+    """`path_steps` gives each step of the path its edge row, in path order, whatever the
+    node numbers (a pair is one number below 2^31, two columns from there)."""
+    from types import SimpleNamespace
+
+    from tracekit.analysis.critical_path import path_steps
+
+    edges = pl.DataFrame({"src": [0, 0, 1, 2, 2, 3], "dst": [1, 2, 3, 3, 4, 4], "weight_ns": [5, 1, 7, 2, 9, 3],
+                          "name": ["a", "b", "c", "d", "e", "f"]}).with_columns(pl.col("src", "dst") + base)
+    nodes = pl.Series("node", [0, 2, 3, 4]) + base
+    steps = path_steps(SimpleNamespace(edges=edges), nodes)
+    assert steps.columns == edges.columns
+    assert steps.select(pl.col("src", "dst") - base).rows() == [(0, 2), (2, 3), (3, 4)]
+    assert steps["name"].to_list() == ["b", "d", "f"] and steps["weight_ns"].to_list() == [1, 2, 3]
+    assert path_steps(SimpleNamespace(edges=edges), nodes.head(1)).height == 0

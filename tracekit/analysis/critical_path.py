@@ -219,8 +219,17 @@ def path_segments(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
 def path_steps(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     """The path's edges (`EDGE_SCHEMA`), one row per step, in path order."""
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
-    # a (src, dst) pair is one edge at most (`build_graph` keeps them unique)
-    return pairs.join(dep.edges, on=["src", "dst"], how="inner", maintain_order="left")
+    # a (src, dst) pair is one edge at most (`build_graph` keeps them unique). The pair is
+    # one number (src * 2^32 + dst, nodes being under 2^31) and the join finds the edge's
+    # row alone, whose columns are then gathered: a join on both columns, carrying every
+    # edge column, peaked at 0.19 GB on the 1 GB trace's 2.25M edges, this at a fifth of that
+    edges = dep.edges
+    if pairs.is_empty() or max(edges["src"].max() or 0, edges["dst"].max() or 0) >= 1 << 31:  # type: ignore[operator]
+        return pairs.join(edges, on=["src", "dst"], how="inner", maintain_order="left")
+    key = pl.col("src") * (1 << 32) + pl.col("dst")
+    rows = pairs.select(_k=key).join(edges.select(_k=key, _row=pl.int_range(pl.len(), dtype=pl.get_index_type())),
+                                     on="_k", how="inner", maintain_order="left")["_row"]
+    return edges.gather(rows)
 
 
 def steps_to_segments(on_path: pl.DataFrame, segments: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
