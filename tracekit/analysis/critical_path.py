@@ -31,6 +31,7 @@ from tracekit.analysis import native
 from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
@@ -398,8 +399,10 @@ def _verdict(shares: dict[str, float], *, has_gpu: bool, window_ns: int) -> tupl
 
 
 def _top(segs: pl.DataFrame, classes: tuple[str, ...], col: str = "context") -> str:
-    rows = (segs.select("cls", col, "dur_ns").filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
-            .group_by(col).agg(ns=pl.col("dur_ns").sum()).sort(["ns", col], descending=[True, False]))
+    # (one plan: the rows kept are summed as they are found, never copied out first)
+    rows = (segs.lazy().filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
+            .group_by(col).agg(ns=pl.col("dur_ns").sum()).sort(["ns", col], descending=[True, False])
+            .collect(engine=ENGINE))
     return rows[col][0] if rows.height else "(unknown)"
 
 
