@@ -31,7 +31,7 @@ from tracekit.analysis import native
 from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
@@ -374,11 +374,13 @@ def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGr
         pl.col("ns").fill_null(0)).with_columns(share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
     by_class = by_class.cast(CLASS_SCHEMA)
     shares = dict(zip(by_class["cls"].to_list(), by_class["share"].to_list()))
-    # grouped on the class codes, which become text once summed (a cast of every row cost more)
-    by_context = (segs.group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
+    # grouped on the class codes, which become text once summed (a cast of every row cost
+    # more), by the streaming engine (`model.GROUPING_ENGINE`)
+    by_context = (segs.lazy().group_by("cls", "context").agg(ns=pl.col("dur_ns").sum())
                   .with_columns(pl.col("cls", "context").cast(STR),
                                 share=pl.col("ns") / window_ns if window_ns else pl.lit(0.0))
-                  .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True))
+                  .sort(["ns", "cls", "context"], descending=[True, False, False], nulls_last=True)
+                  .collect(engine=GROUPING_ENGINE))
     verdict, share = _verdict(shares, has_gpu=has_gpu, window_ns=window_ns)
     return CriticalPath(
         segments=segs, by_class=by_class, by_context=by_context, window=label, start_ns=shape.start_ns,
@@ -402,7 +404,7 @@ def _top(segs: pl.DataFrame, classes: tuple[str, ...], col: str = "context") -> 
     # (one plan: the rows kept are summed as they are found, never copied out first)
     rows = (segs.lazy().filter(pl.col("cls").is_in(classes) & pl.col(col).is_not_null())
             .group_by(col).agg(ns=pl.col("dur_ns").sum()).sort(["ns", col], descending=[True, False])
-            .collect(engine=ENGINE))
+            .collect(engine=GROUPING_ENGINE))
     return rows[col][0] if rows.height else "(unknown)"
 
 

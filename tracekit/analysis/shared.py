@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from tracekit.model import ENGINE  # noqa: F401  (the analyses import it from here)
+from tracekit.model import ENGINE, GROUPING_ENGINE  # noqa: F401  (the analyses import them from here)
 
 T = TypeVar("T")
 # The analyses chain their steps into lazy plans on the model's engine rather than run them
