@@ -275,6 +275,26 @@ def test_a_stream_gap_that_is_its_device_gap_is_looked_into_once(tmp_path, monke
         result.gaps.filter(pl.col("scope") == "device").select(same))
 
 
+def test_gaps_that_share_a_hash_are_told_apart(tmp_path, monkeypatch) -> None:
+    """The gaps are told apart by one hash of what makes two the same gap, checked: when
+    different gaps share it (here every gap: the hash made constant), the result is the same."""
+    b = TraceBuilder()
+    for i in range(4):
+        ext = b.op("aten::op", i * 10_000, 2_000)
+        b.launch_kernel("k", launch_ns=i * 10_000 + 500, launch_dur_ns=800, start_ns=i * 10_000 + 3_000,
+                        dur_ns=4_000, ext=ext, stream=7)
+    b.kernel("other", 17_500, 1_000, stream=8)
+    trace = b.load(tmp_path)
+    seen = []
+    evidence = gaps_module._evidence
+    monkeypatch.setattr(gaps_module, "_evidence", lambda found, *a: seen.append(found.height) or evidence(found, *a))
+    hashed = gaps(trace, min_gap_ns=0)
+    monkeypatch.setattr(gaps_module, "_same_gap_hash", lambda found: pl.Series("h", [0] * found.height, dtype=pl.UInt64))
+    collided = gaps(trace, min_gap_ns=0)
+    assert collided.gaps.equals(hashed.gaps) and collided.totals.equals(hashed.totals)
+    assert seen == [7, 7] and hashed.gaps.height == 9  # 9 gaps, 7 distinct, either way
+
+
 def _check_streams(result, tl) -> None:
     per = result.gaps.filter(pl.col("scope") == "stream").group_by("window_eid", "device", "stream").agg(
         pl.col("gap_ns").sum())
