@@ -31,7 +31,7 @@ from tracekit.analysis import native
 from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
-from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
+from tracekit.analysis.shared import GROUPING_ENGINE
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError

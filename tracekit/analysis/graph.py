@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -409,7 +410,7 @@ def _between(points: pl.DataFrame, last: pl.Series) -> pl.DataFrame:
     if ends.len() > MAX_PIECE_RUNS:
         return points.filter(~last)
     bounds = [-1, *ends.to_list()]
-    runs = [points.slice(a + 1, b - a - 1) for a, b in zip(bounds, bounds[1:], strict=False) if b - a > 1]
+    runs = [points.slice(a + 1, b - a - 1) for a, b in pairwise(bounds) if b - a > 1]
     return pl.concat(runs) if runs else points.clear()
 
 
