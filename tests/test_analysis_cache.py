@@ -20,6 +20,7 @@ import tracekit
 from tracekit import analysis_cache
 from tracekit.analyse import Analysis, AnalysisOptions, analyse
 from tracekit.cli.main import main
+from tracekit.model import DERIVED_FROM_TRACE
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
 from tracekit.render.markdown import render_markdown
@@ -39,7 +40,10 @@ def same(a, b, where="analysis"):
         assert (math.isnan(a) and math.isnan(b)) or a == b, f"{where}: {a} != {b}"
     elif dataclasses.is_dataclass(a):
         for f in dataclasses.fields(a):
-            same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+            if not f.metadata.get(DERIVED_FROM_TRACE):  # (the trace a result keeps: the callers' to compare)
+                same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+        for name in getattr(a, "DERIVED", ()):  # made on first reading
+            same(getattr(a, name), getattr(b, name), f"{where}.{name}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):

@@ -83,7 +83,9 @@ def test_golden_graph_replay(tmp_path):
 
 def test_golden_queue_depth(tmp_path):
     s = launch_stats(launch_trace().load(tmp_path))
+    assert "queue" not in s.__dict__  # made from the GPU links when first read, then kept
     q7 = s.queue.filter(pl.col("stream") == 7)
+    assert s.queue is s.__dict__["queue"]
     assert q7["depth"].to_list() == [1, 2, 3, 1, 1, 2, 3]
     streams = {r["stream"]: r for r in s.streams.iter_rows(named=True)}
     assert (streams[7]["launched"], streams[7]["max_depth"]) == (7, 3)

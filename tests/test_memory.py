@@ -141,3 +141,23 @@ def test_real_compiled_function_with_graph_replays():
     assert (c.triton_events, c.triton_in_regions) == (81, 75)
     assert set(c.kinds["kind"]) == {"compiled_function"}
     assert 0 < c.wrapper_ns < c.region_cpu_ns
+
+
+def test_the_timeline_is_made_when_first_read(tmp_path):
+    """The stats keep the trace, not the timeline: it is made (and kept) when first read, the
+    same as it was made for the peaks, and an analysis read back from the cache makes it
+    from the trace it is read for."""
+    import dataclasses
+
+    from tracekit.analyse import analyse
+
+    trace = memory_trace().load(tmp_path)
+    m = memory_stats(trace)
+    assert "timeline" not in m.__dict__ and m.trace is trace
+    assert "timeline" not in [f.name for f in dataclasses.fields(m)]
+    first = m.timeline
+    assert m.timeline is first and first.height == trace.memory.height
+    assert first.schema == pl.Schema(TIMELINE_SCHEMA)
+    cached = analyse(trace, cache=True, cache_dir=tmp_path / "cache")
+    hit = analyse(trace, cache=True, cache_dir=tmp_path / "cache")
+    assert hit is not cached and hit.memory.trace is trace and hit.memory.timeline.equals(first)

@@ -46,7 +46,7 @@ import polars as pl
 
 from tracekit.loader import cache as loader_cache
 from tracekit.loader.constants import constant_columns
-from tracekit.model import Trace
+from tracekit.model import DERIVED_FROM_TRACE, Trace
 
 FORMAT = "1"  # bump when the entry layout changes
 SUBDIR = loader_cache.ANALYSES
@@ -106,7 +106,7 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
         # one plan for all: Polars reads (and unpacks) the files in parallel
         frames = pl.collect_all([pl.scan_ipc(entry / f"f{i}.arrow") for i in range(doc["frames"])])
         frames = [constant_columns(f) for f in frames]
-        analysis = _decode(doc["tree"], frames)
+        analysis = _decode(doc["tree"], frames, trace)
         loader_cache.touch(entry)
         return dataclasses.replace(analysis, trace=trace)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ImportError,
@@ -173,7 +173,8 @@ def _encode(value: Any, frames: list[pl.DataFrame], seen: dict[int, int]) -> Any
         return {"$m": [[_encode(k, frames, seen), _encode(v, frames, seen)] for k, v in value.items()]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"$dc": _class_name(type(value)),
-                "fields": [[f.name, _encode(getattr(value, f.name), frames, seen)] for f in dataclasses.fields(value)]}
+                "fields": [[f.name, None if f.metadata.get(DERIVED_FROM_TRACE) else _encode(getattr(value, f.name), frames, seen)]
+                           for f in dataclasses.fields(value)]}
     raise Unstorable(f"cannot store a {type(value).__module__}.{type(value).__qualname__}")
 
 
@@ -183,15 +184,16 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _decode(value: Any, frames: list[pl.DataFrame]) -> Any:
+def _decode(value: Any, frames: list[pl.DataFrame], trace: Trace | None = None) -> Any:
+    """The value `_encode` stored; `trace` goes to the fields marked `DERIVED_FROM_TRACE`."""
     if isinstance(value, list):
-        return [_decode(v, frames) for v in value]
+        return [_decode(v, frames, trace) for v in value]
     if not isinstance(value, dict):
         return value
     if "$t" in value:
-        return tuple(_decode(v, frames) for v in value["$t"])
+        return tuple(_decode(v, frames, trace) for v in value["$t"])
     if "$m" in value:
-        return {_decode(k, frames): _decode(v, frames) for k, v in value["$m"]}
+        return {_decode(k, frames, trace): _decode(v, frames, trace) for k, v in value["$m"]}
     if "$df" in value:
         return frames[value["$df"]]
     if "$s" in value:
@@ -208,9 +210,10 @@ def _decode(value: Any, frames: list[pl.DataFrame]) -> Any:
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f"{value['$dc']} is not a dataclass")
         declared = {f.name: f for f in dataclasses.fields(cls)}
-        fields = {name: _decode(v, frames) for name, v in value["fields"]}
-        if set(fields) != set(declared):
+        if {name for name, _ in value["fields"]} != set(declared):
             raise TypeError(f"{value['$dc']}: the stored fields differ from the class's")
+        fields = {name: trace if declared[name].metadata.get(DERIVED_FROM_TRACE) else _decode(v, frames, trace)
+                  for name, v in value["fields"]}
         obj = cls.__new__(cls)  # no __init__: the values were checked when they were made
         for name, v in fields.items():  # frozen classes and init=False fields alike
             object.__setattr__(obj, name, v)

@@ -221,6 +221,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 FRAME_NAMES: tuple[str, ...] = tuple(SCHEMAS)
+# A result's field holding the trace it was computed from, to make on first reading what a
+# report does not read (`memory.MemoryStats.timeline`): marked with this key in the field's
+# metadata, it is not stored by the analysis cache, which gives it the trace it reads the
+# analysis for.
+DERIVED_FROM_TRACE = "derived_from_trace"
 # the ops' columns no analysis reads: the op tree (`links.cpu_ops`) leaves them out, and a
 # lean trace (`loader.lean`) holds nulls there
 UNREAD_OP_COLUMNS = ("args", "sequence_nr", "fwd_tid", "python_id", "python_parent_id")

@@ -28,7 +28,9 @@ Figures (`docs/metrics.md`, "Attribution, launches, syncs and copies", has the l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
 
 import polars as pl
 
@@ -76,7 +78,6 @@ class LaunchStats:
 
     launches: pl.DataFrame  # LAUNCH_SCHEMA: one row per launch call
     apis: pl.DataFrame  # API_SCHEMA: one row per launch API name, by total API time
-    queue: pl.DataFrame  # QUEUE_SCHEMA: queue depth per stream at each launched activity
     streams: pl.DataFrame  # STREAM_SCHEMA: queue depth summary per stream
     graphs: pl.DataFrame  # GRAPH_SCHEMA: one row per graph launch
     launch_calls: int
@@ -89,6 +90,16 @@ class LaunchStats:
     graph_launches: int
     graph_events: int  # GPU events replayed by graph launches
     max_queue_depth: int
+    # the GPU links the queue is read from (`links.gpu_links`: the attribution's frame too)
+    gpu: pl.DataFrame | None = field(default=None, repr=False, compare=False)
+    DERIVED: ClassVar[tuple[str, ...]] = ("queue",)  # what is made on first reading
+
+    @cached_property
+    def queue(self) -> pl.DataFrame:
+        """QUEUE_SCHEMA: the queue depth per stream at each launched activity, made from the
+        GPU links when first read and kept from then on (a report reads `streams` and
+        `max_queue_depth` alone: the queue had held 20 MiB of the 1 GB trace's report)."""
+        return constant_columns(_queue(self.gpu)) if self.gpu is not None else pl.DataFrame(schema=QUEUE_SCHEMA)
 
 
 def launch_family(name: pl.Expr) -> pl.Expr:
@@ -120,7 +131,6 @@ def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:
     return LaunchStats(
         launches=constant_columns(launches),  # (one process, one device: each held as one value)
         apis=_apis(launches),
-        queue=constant_columns(queue),
         streams=_streams(queue),
         graphs=graphs,
         launch_calls=launches.height,
@@ -133,6 +143,7 @@ def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:
         graph_launches=graphs.height,
         graph_events=int(graphs["gpu_events"].sum() or 0),
         max_queue_depth=int(queue["depth"].max() or 0),  # type: ignore[arg-type]
+        gpu=gpu,
     )
 
 

@@ -16,14 +16,16 @@ Totals are the allocator's, as written: memory allocated before the trace began 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
 
 import polars as pl
 
 from tracekit.analysis.attribution import enclosing_ops, op_paths
 from tracekit.analysis.links import cpu_ops
 from tracekit.analysis.shared import ENGINE
-from tracekit.model import TEXT, Trace
+from tracekit.model import DERIVED_FROM_TRACE, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 KEYS = ["device_type", "device_id"]
@@ -47,15 +49,28 @@ BY_OP_SCHEMA: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class MemoryStats:
-    """Result of `memory_stats`. Frames are typed even when empty."""
+    """Result of `memory_stats`. Frames are typed even when empty.
 
-    timeline: pl.DataFrame  # TIMELINE_SCHEMA: every sample, per device in time order
+    `timeline` (TIMELINE_SCHEMA: every sample, per device in time order) is made from the
+    trace when first read, and kept from then on: a report reads the devices and the ops
+    alone, and the timeline had held 49 MiB of the 1 GB trace's report for nothing."""
+
     devices: pl.DataFrame  # DEVICE_SCHEMA: peak and op at the peak per device
     by_op: pl.DataFrame  # BY_OP_SCHEMA: allocations and frees per op name, by bytes
     peak_allocated_bytes: int | None  # largest over the GPU devices (device_type != 0)
     peak_device: str | None
     peak_op_name: str | None
     peak_op_path: str | None
+    # the trace the timeline is made from (not stored by the analysis cache, which gives
+    # the trace it reads an analysis for: `DERIVED_FROM_TRACE`)
+    trace: Trace | None = field(default=None, repr=False, compare=False, metadata={DERIVED_FROM_TRACE: True})
+    DERIVED: ClassVar[tuple[str, ...]] = ("timeline",)  # what is made on first reading
+
+    @cached_property
+    def timeline(self) -> pl.DataFrame:
+        if self.trace is None:
+            return pl.DataFrame(schema=TIMELINE_SCHEMA)
+        return _timeline(self.trace.memory, cpu_ops(self.trace))
 
 
 def device_label(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
@@ -79,13 +94,13 @@ def memory_stats(trace: Trace) -> MemoryStats:
     gpus = devices.filter(pl.col("device_type") != 0).sort(["peak_allocated_bytes", "device"], descending=[True, False])
     top = gpus.row(0, named=True) if gpus.height else None
     return MemoryStats(
-        timeline=timeline,
         devices=devices,
         by_op=by_op,
         peak_allocated_bytes=top["peak_allocated_bytes"] if top else None,
         peak_device=top["device"] if top else None,
         peak_op_name=top["peak_op_name"] if top else None,
         peak_op_path=top["peak_op_path"] if top else None,
+        trace=trace,
     )
 
 
