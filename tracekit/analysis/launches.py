@@ -36,7 +36,7 @@ import polars as pl
 
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import in_time_order
-from tracekit.analysis.shared import ENGINE, remember
+from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE, remember
 from tracekit.loader.constants import constant_columns
 from tracekit.model import TEXT, Trace
 
@@ -168,13 +168,13 @@ def _launches(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 def _apis(launches: pl.DataFrame) -> pl.DataFrame:
     if launches.is_empty():
         return pl.DataFrame(schema=API_SCHEMA)
-    out = launches.group_by("family", "name").agg(
+    out = launches.lazy().group_by("family", "name").agg(
         calls=pl.len(), total_ns=pl.col("dur_ns").sum(), mean_ns=pl.col("dur_ns").mean(),
         median_ns=pl.col("dur_ns").median(), max_ns=pl.col("dur_ns").max(),
         calls_with_gpu=(pl.col("gpu_events") > 0).sum(), gpu_events=pl.col("gpu_events").sum(),
         median_latency_ns=pl.col("latency_ns").median(), negative_latency=(pl.col("latency_ns") < 0).sum(),
         clock_skew=(pl.col("first_gpu_ts_ns") < pl.col("ts_ns")).sum(),
-    )
+    ).collect(engine=GROUPING_ENGINE)  # (summed as read: `model.GROUPING_ENGINE`)
     return out.select(list(API_SCHEMA)).cast(API_SCHEMA).sort(["total_ns", "name"], descending=[True, False])
 
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from tracekit.analysis.attribution import enclosing_ops, op_paths
 from tracekit.analysis.links import cpu_ops
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
 from tracekit.model import DERIVED_FROM_TRACE, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
@@ -84,10 +84,10 @@ def memory_stats(trace: Trace) -> MemoryStats:
     nested = cpu_ops(trace)
     timeline = _timeline(trace.memory, nested)
     devices = _devices(timeline, nested, trace.meta.devices)
-    by_op = timeline.group_by("device", "op_name").agg(
+    by_op = timeline.lazy().group_by("device", "op_name").agg(
         allocations=(pl.col("bytes") > 0).sum(), allocated_bytes=pl.col("bytes").clip(lower_bound=0).sum(),
         frees=(pl.col("bytes") < 0).sum(), freed_bytes=-pl.col("bytes").clip(upper_bound=0).sum(),
-    )
+    ).collect(engine=GROUPING_ENGINE)  # (summed as read: `model.GROUPING_ENGINE`)
     by_op = by_op.select(list(BY_OP_SCHEMA)).cast(BY_OP_SCHEMA)
     by_op = by_op.sort(["allocated_bytes", "device", "op_name"], descending=[True, False, False],
                        nulls_last=True)  # ties in name order: the same table every run
