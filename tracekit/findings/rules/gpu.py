@@ -13,7 +13,7 @@ from tracekit.analysis.order import longest_gaps
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
-from tracekit.model import ENGINE
+from tracekit.model import ENGINE, TEXT
 
 I64 = pl.Int64
 
@@ -137,10 +137,15 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     # for as long as the trace lives, `loader.constants`)
     shape = ctx.trace.ops.select(pl.col("input_dims").gather(at.set(at < 0, None))).to_series()
     k = k.with_columns(_shape=shape)
-    same = ["name", "grid_x", "grid_y", "grid_z", "_shape"]
-    med = pl.col("dur_ns").median().over(same)
-    k = k.with_columns(_n=pl.len().over(same), _med=med).with_columns(
-        _mad=(pl.col("dur_ns") - pl.col("_med")).abs().median().over(same))
+    # the calls alike as one number: the texts as their codes' numbers (`model.TEXT`), ranked
+    # once; three windows over the five columns, names and shapes as text, had taken 0.23 GB
+    # on the 1 GB trace's 0.47M kernels, this 0.06 GB
+    same = [pl.col("name").cast(TEXT).to_physical(), "grid_x", "grid_y", "grid_z",
+            pl.col("_shape").cast(TEXT).to_physical()]
+    k = k.with_columns(_g=pl.struct(same).rank("dense"))
+    med = pl.col("dur_ns").median().over("_g")
+    k = k.with_columns(_n=pl.len().over("_g"), _med=med).with_columns(
+        _mad=(pl.col("dur_ns") - pl.col("_med")).abs().median().over("_g"))
     limit = pl.col("_med") + pl.max_horizontal(p.mad_k * pl.col("_mad"), p.min_excess_ratio * pl.col("_med"))
     out = k.filter((pl.col("_n") >= p.min_calls) & (pl.col("dur_ns") > limit)).with_columns(
         excess=(pl.col("dur_ns") - pl.col("_med")).cast(I64))
