@@ -24,6 +24,7 @@ from tracekit.analysis import attention_calls as ac
 from tracekit.analysis.attention_find import DEFAULT_MAX_WINDOW_NS, assign, find_calls
 from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
 from tracekit.analysis.occupancy import occupancy_table
+from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import TEXT, Trace
 
@@ -247,7 +248,8 @@ def _derived(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _attention_kernels(trace: Trace) -> pl.DataFrame:
-    kernels = trace.kernels.select("eid", "name", "dur_ns")
+    # (the three columns filtered: `Trace.kernels` copied every column of every kernel first)
+    kernels = trace.gpu.lazy().filter(pl.col("cat") == "kernel").select("eid", "name", "dur_ns").collect(engine=ENGINE)
     classes = classify_names(kernels["name"]).filter(pl.col("kernel_class") == "attention").select("name")
     return kernels.join(classes, on="name", how="semi")
 
