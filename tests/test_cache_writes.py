@@ -111,6 +111,32 @@ def test_the_command_writes_both_caches_behind_and_returns_once_they_are_written
     assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
 
 
+def test_a_large_traces_entry_is_written_before_load_returns_even_inside_a_block(tmp_path, monkeypatch):
+    """From `loader.WRITE_NOW_BYTES` of JSON on, the trace cache's write runs in line inside
+    `writes_behind()` (the whole trace is not held beside the analyses); below, behind."""
+    path = decode_trace(1).write(tmp_path / "t.json.gz")
+    key = trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
+    threads = []
+    write, checked = trace_cache.write, threading.Event()
+
+    def recording(*args):
+        threads.append(threading.current_thread().name)
+        if threading.current_thread() is not threading.main_thread():
+            checked.wait(10)  # (behind: not before the test has looked)
+        return write(*args)
+
+    monkeypatch.setattr(trace_cache, "write", recording)
+    for limit, cache in ((0, "large"), (10**12, "small")):
+        monkeypatch.setattr(tracekit.loader, "WRITE_NOW_BYTES", limit)
+        with writes_behind():
+            tracekit.load(path, cache=True, cache_dir=tmp_path / cache)
+            written = trace_cache.read(tmp_path / cache, key, path=str(path)) is not None
+            checked.set()
+        assert written == (cache == "large")
+        assert trace_cache.read(tmp_path / cache, key, path=str(path)) is not None
+    assert threads == [threading.current_thread().name, "tracekit-cache-write"]
+
+
 def test_leaving_waits_inside_waiting_only_when_writes_are_left():
     gate, events = threading.Event(), []
 

@@ -92,10 +92,11 @@ def writes_behind(*, waiting: Callable[[], AbstractContextManager[Any]] | None =
         _WRITER.reset(token)
 
 
-def run(write: Callable[..., Any], *args: Any) -> None:
-    """`write(*args)`: on the block's background thread inside `writes_behind()`, else now."""
+def run(write: Callable[..., Any], *args: Any, now: bool = False) -> None:
+    """`write(*args)`: on the block's background thread inside `writes_behind()`, else (or
+    when `now`) in line."""
     writer = _WRITER.get()
-    if writer is None:
+    if writer is None or now:
         write(*args)
     else:
         writer.submit(write, args)
