@@ -253,13 +253,13 @@ def _copy_columns(rows: pl.DataFrame) -> pl.DataFrame:
     dst = pl.coalesce(name.str.extract(_COPY_NAME, 3), name.str.extract(_SET_NAME, 1))
     host = (pl.when(src.is_not_null() & (src != "Device")).then(src)
             .when(dst.is_not_null() & (dst != "Device") & (pl.col("cat") == "gpu_memcpy")).then(dst))
-    call = pl.col("launch_name")
+    call = pl.col("launch_name").cast(STR)  # (codes in the GPU links)
     api_async = pl.when(call.is_not_null()).then(call.str.contains("Async"))
     out = rows.with_columns(
         kind=pl.when(pl.col("cat") == "gpu_memset").then(pl.lit("memset")).otherwise(pl.lit("memcpy")),
         direction=name.str.extract(_COPY_NAME, 1), src=src, dst=dst, host_memory=host.str.to_lowercase(),
         bandwidth_gbps=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")),
-        api=pl.col("launch_name"), api_async=api_async,
+        api=call, api_async=api_async,
     )
     pageable_dtoh = (pl.col("direction") == "DtoH") & (pl.col("host_memory") == "pageable")
     blocking = (pl.col("kind") == "memcpy") & (pl.col("api_async").not_() | pageable_dtoh)
