@@ -312,8 +312,7 @@ def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame)
     row = _host_rows(at, slices)
     gpu = pl.DataFrame({"_i": pl.int_range(eid.len(), dtype=I64, eager=True), "eid": eid}).filter(
         (at < 0) & eid.is_not_null())
-    ops = links.join(gpu.select(pl.col("eid").unique()), on="eid", how="semi").select("eid", "op_name").cast(
-        {"op_name": STR})
+    ops = links.join(gpu.select(pl.col("eid").unique()), on="eid", how="semi").select("eid", "op_name")
     found = gpu.join(ops.with_row_index("_k").select("eid", pl.col("_k").cast(I64) + slices.height), on="eid",
                      how="inner")
     row = row.scatter(found["_i"], found["_k"]) if found.height else row
