@@ -33,12 +33,16 @@ def lean_trace(trace: Trace) -> Trace:
     as it is."""
     if trace.meta.lean:
         return trace
-    ops = trace.ops.with_columns(pl.lit(None, trace.ops.schema[c]).alias(c) for c in UNREAD_OP_COLUMNS)
-    runtime = trace.runtime.with_columns(pl.lit(None, trace.runtime.schema[c]).alias(c) for c in UNREAD_RUNTIME_COLUMNS)
     synced = pl.col("cat") == KEPT_GPU_ARGS
     gpu = trace.gpu
     if gpu.select(synced.any()).item():
         gpu = gpu.with_columns(pl.when(synced).then(pl.col(c)).alias(c) for c in UNREAD_GPU_COLUMNS)
-    else:  # (constant columns: no memory)
-        gpu = gpu.with_columns(pl.lit(None, gpu.schema[c]).alias(c) for c in UNREAD_GPU_COLUMNS)
-    return trace.replace(ops=ops, runtime=runtime, gpu=gpu, flows=trace.flows.clear(), meta=replace(trace.meta, lean=True))
+    else:
+        gpu = _nulls(gpu, UNREAD_GPU_COLUMNS)
+    return trace.replace(ops=_nulls(trace.ops, UNREAD_OP_COLUMNS), runtime=_nulls(trace.runtime, UNREAD_RUNTIME_COLUMNS),
+                         gpu=gpu, flows=trace.flows.clear(), meta=replace(trace.meta, lean=True))
+
+
+def _nulls(frame: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """`frame` with `columns` all null, as constant columns (no memory: `loader.constants`)."""
+    return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in columns)
