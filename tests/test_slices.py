@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tracekit.analysis import intervals, native
 from tracekit.analysis.nesting import in_time_order, rows_of, with_parents
+from tracekit.model import TEXT
 
 needs_c = pytest.mark.skipif(native.slices is None, reason="the C pass is not built (no C compiler at install)")
 SCHEMA = {"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64}
@@ -156,6 +157,9 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
     assert got.equals(_without_c(lambda: _innermost(points, frame)))
     # slices in time order, as a trace's are (the C pass's sort then keeps their eid order)
     assert _innermost(points, frame.sort("ts_ns", "eid")).equals(got)
+    # threads as codes (a trace's pid and tid: their codes make the group numbers, not a rank)
+    coded = _innermost(points.cast({"pid": TEXT, "tid": TEXT}), frame.cast({"pid": TEXT, "tid": TEXT}))
+    assert coded.select("gid", "eid").equals(got.select("gid", "eid"))
     # the definition: of the slices containing the point, the last started, then the shortest, then the highest eid
     for gid, pid, tid, at in points.rows():
         inside = [r for r in frame.rows(named=True) if (r["pid"], r["tid"]) == (pid, tid) and pid is not None
@@ -163,6 +167,25 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
         best = max(inside, key=lambda r: (r["ts_ns"], -r["dur_ns"], r["eid"]), default=None)
         row = got.filter(pl.col("gid") == gid)
         assert (row["eid"].to_list() or [None])[0] == (best["eid"] if best else None)
+
+
+@pytest.mark.parametrize("dtypes", [
+    {"pid": TEXT, "tid": TEXT},  # codes side by side
+    {"pid": pl.Enum(["1", "2", "3"]), "tid": TEXT},
+    {"pid": pl.String, "tid": pl.String},  # ranked
+    {"pid": pl.Int32},  # one integer, as it is
+    {"pid": pl.Int64, "tid": pl.Int64},  # ranked
+])
+def test_group_numbers_are_equal_exactly_where_the_keys_are(dtypes):
+    first = pl.DataFrame({"pid": ["1", "2", "1", "3"], "tid": ["7", "7", "8", "7"]}).select(list(dtypes))
+    second = pl.DataFrame({"pid": ["2", "1", "3", "1"], "tid": ["7", "8", "8", "7"]}).select(list(dtypes))
+    first, second = first.cast(dtypes), second.cast(dtypes)
+    numbers = intervals._group_numbers(first, second).to_list()
+    keys = [*first.rows(), *second.rows()]
+    assert len(numbers) == len(keys) == 8
+    for i, a in enumerate(keys):
+        for j, b in enumerate(keys):
+            assert (numbers[i] == numbers[j]) == (a == b), (a, b)
 
 
 def _stab(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:

@@ -320,10 +320,13 @@ def _blocking(trace: Trace) -> pl.DataFrame:
 
 def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
+    # a call that launched several activities comes once per activity: its interval is
+    # counted once all the same (the readers take the union), and no unique over the calls
+    # (0.1 GB on the 1 GB trace's 0.53M, beside the blame's lookups) is needed
     calls = links.lazy().filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
         pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
-    ).unique().collect(engine=ENGINE)
+    ).collect(engine=ENGINE)
     top = _top_ops(trace).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
     used = intervals.touched(top, calls.select("pid", "tid", t="ts_ns"), on=["pid", "tid"])
     return pl.concat([calls, used.select(calls.columns)])
