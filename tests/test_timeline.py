@@ -13,7 +13,7 @@ from tracekit.analysis import intervals
 from tracekit.analysis.breakdown import BREAKDOWN_SCHEMA, breakdown
 from tracekit.analysis.timeline import DEVICE_SCHEMA, STREAM_SCHEMA, timeline
 from tracekit.analysis.windows import window_bounds
-from tracekit.model import GPU_SCHEMA, GPU_WORK_CATS, Trace
+from tracekit.model import GPU_SCHEMA, GPU_WORK_CATS, TEXT, Trace
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +201,9 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
             # the same groups named by two text keys (a thread's pid and tid), coded as one integer inside
             threads = intervals.covered_ns(_as_threads(q), _as_threads(f), on=["pid", "tid"], whole=whole)
             assert dict(threads.rows()) == want
+            # and as a trace holds them, as codes (their codes make the one integer, no table)
+            coded = intervals.covered_ns(_as_threads(q, TEXT), _as_threads(f, TEXT), on=["pid", "tid"], whole=whole)
+            assert dict(coded.rows()) == want
             # no keys: every interval in one group
             flat = {i: sum((e - s) if whole else (min(e, qs + n) - max(s, qs)) for s, e in all_runs
                            if s < qs + n and e > qs) for i, (_, qs, n) in enumerate(queries)
@@ -211,11 +214,14 @@ def test_union_cover_and_touch_match_their_definitions(rows, queries) -> None:
     assert intervals.touched(f, points, on=["d"]).rows() == f[inside].rows()
     assert intervals.touched(_as_threads(f), _as_threads(points), on=["pid", "tid"]).rows() == \
         _as_threads(f)[inside].rows()
+    assert intervals.touched(_as_threads(f, TEXT), _as_threads(points, TEXT), on=["pid", "tid"]).rows() == \
+        _as_threads(f, TEXT)[inside].rows()
 
 
-def _as_threads(frame: pl.DataFrame) -> pl.DataFrame:
-    """Group `d` as two text keys: pid (d // 2) and tid (d), in its place."""
-    return frame.with_columns(pid=(pl.col("d") // 2).cast(pl.String), tid=("t" + pl.col("d").cast(pl.String))).drop("d")
+def _as_threads(frame: pl.DataFrame, dtype: pl.DataType = pl.String) -> pl.DataFrame:
+    """Group `d` as two text keys: pid (d // 2) and tid (d), in its place (of `dtype`: text, or codes)."""
+    return frame.with_columns(pid=(pl.col("d") // 2).cast(pl.String).cast(dtype),
+                              tid=("t" + pl.col("d").cast(pl.String)).cast(dtype)).drop("d")
 
 
 def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
@@ -224,8 +230,12 @@ def test_cover_and_touch_leave_out_rows_with_a_null_key() -> None:
                       "q_end_ns": [40, 40, 40]})
     for _ in _c_then_reference():
         assert intervals.covered_ns(q, f, on=["pid", "tid"]).rows() == [(7, 10)]
+        coded = {"pid": TEXT, "tid": TEXT}
+        assert intervals.covered_ns(q.cast(coded), f.cast(coded), on=["pid", "tid"]).rows() == [(7, 10)]
     points = q.select("pid", "tid", t=pl.lit(5))
     assert intervals.touched(f, points, on=["pid", "tid"]).rows() == [("1", "a", 0, 10)]
+    assert intervals.touched(f.cast(coded), points.cast(coded), on=["pid", "tid"]).cast(
+        {"pid": pl.String, "tid": pl.String}).rows() == [("1", "a", 0, 10)]
 
 
 def test_cover_with_the_extreme_integer_keys() -> None:

@@ -14,13 +14,16 @@
  * For properly nested slices that is the stack of open slices; overlapping ones get the
  * same answer as the Polars code.
  *
- * innermost. Input: slices (group, start, end) sorted by group, start and then in the order
- * in which the pick is the last candidate; points (group, at) sorted by group and at.
- * Output per point: the index of the last slice of its group with start <= at < end, or
- * null. Per group, a stack holds the slices started so far that no later slice dominates
- * (a later one that ends at or after it is always the better pick), so the ends fall from
- * bottom to top; a point pops the slices that ended by it (later points come no earlier)
- * and takes the top. Linear in slices plus points.
+ * innermost. Input: slices (group, start, end, length, order) in any order, with the
+ * permutation that puts them in group and start order; points (group, at) sorted by group
+ * and at. Slices of one group that start together are taken in the order in which the pick
+ * is the last candidate: longer first, then lower order (the pass orders each such run
+ * itself, so the caller's sort needs two keys, and the slices' columns are read through the
+ * permutation, not gathered into it). Output per point: the row of the last slice so taken
+ * of its group with start <= at < end, or null. Per group, a stack holds the slices started so far that no later slice
+ * dominates (a later one that ends at or after it is always the better pick), so the ends
+ * fall from bottom to top; a point pops the slices that ended by it (later points come no
+ * earlier) and takes the top. Linear in slices plus points, plus the runs' sorts.
  *
  * covered. Input: intervals (group, start, end >= start) sorted by group and start; queries
  * (group, start, end > start) in any order. Output per query: the length of it the union of
@@ -150,39 +153,94 @@ done:
     return result;
 }
 
-/* innermost((slice_group, slice_start, slice_end), (point_group, point_at)) -> index per point (capsule) */
+/* A slice of a run that starts together: its sort keys and its index. */
+typedef struct {
+    int64_t length, order, index;
+} Tied;
+
+/* Longer first, then lower order: the order in which the pick is the last candidate. */
+static int by_tie(const void *a, const void *b) {
+    const Tied *x = a, *y = b;
+    if (x->length != y->length) return x->length < y->length ? 1 : -1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The slices in the order the pass takes them: `taken[k]` is the row of the k-th, the
+ * rows put in group and start order by `perm`, and runs of one group and start ordered by
+ * `by_tie`. -1 when out of memory. */
+static int take_order(const int64_t *g, const int64_t *start, const int64_t *length, const int64_t *order,
+                      const int64_t *perm, int64_t n, int64_t *taken) {
+    Tied *run = NULL;
+    int64_t cap = 0;
+    for (int64_t a = 0; a < n;) {
+        int64_t b = a + 1, first = perm[a];
+        while (b < n && g[perm[b]] == g[first] && start[perm[b]] == start[first]) b++;
+        if (b - a == 1) {
+            taken[a] = first;
+        } else {
+            if (b - a > cap) {
+                cap = b - a;
+                Tied *grown = realloc(run, (size_t)cap * sizeof(Tied));
+                if (!grown) {
+                    free(run);
+                    return -1;
+                }
+                run = grown;
+            }
+            for (int64_t k = a; k < b; k++) run[k - a] = (Tied){length[perm[k]], order[perm[k]], perm[k]};
+            qsort(run, (size_t)(b - a), sizeof(Tied), by_tie);
+            for (int64_t k = a; k < b; k++) taken[k] = run[k - a].index;
+        }
+        a = b;
+    }
+    free(run);
+    return 0;
+}
+
+/* innermost((slice_group, slice_start, slice_end, slice_length, slice_order, permutation),
+ * (point_group, point_at)) -> slice row per point (capsule) */
 static PyObject *innermost(PyObject *self, PyObject *args) {
     PyObject *slices, *points;
     if (!PyArg_ParseTuple(args, "OO", &slices, &points)) return NULL;
-    Column cols[5]; /* the slices' group, start, end; the points' group, at */
-    if (read_columns(slices, cols, 3) < 0) return NULL;
-    if (read_columns(points, cols + 3, 2) < 0) {
-        for (int k = 0; k < 3; k++) drop_column(&cols[k]);
+    Column cols[8]; /* the slices' group, start, end, length, order, permutation; the points' group, at */
+    if (read_columns(slices, cols, 6) < 0) return NULL;
+    if (read_columns(points, cols + 6, 2) < 0) {
+        for (int k = 0; k < 6; k++) drop_column(&cols[k]);
         return NULL;
     }
     Output *pick = NULL;
-    int64_t *stack = NULL;
+    int64_t *stack = NULL, *taken = NULL;
     PyObject *result = NULL;
-    int64_t n = cols[0].length, m = cols[3].length;
+    int64_t n = cols[0].length, m = cols[6].length;
     pick = new_output(m, 1);
     stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!pick || !stack) {
+    taken = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!pick || !stack || !taken) {
         PyErr_NoMemory();
         goto done;
     }
-    const int64_t *sg = cols[0].values, *start = cols[1].values, *end = cols[2].values, *pg = cols[3].values,
-                  *at = cols[4].values;
+    const int64_t *sg = cols[0].values, *start = cols[1].values, *end = cols[2].values, *perm = cols[5].values,
+                  *pg = cols[6].values, *at = cols[7].values;
     int64_t nulls = 0;
+    int ok = 1;
+    for (int64_t k = 0; k < n; k++) /* (a permutation that points outside the slices is refused) */
+        if (perm[k] < 0 || perm[k] >= n) ok = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "the permutation points outside the slices");
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
-    int64_t j = 0, top = 0; /* next slice to start; stack size */
-    for (int64_t i = 0; i < m; i++) {
+    ok = take_order(sg, start, cols[3].values, cols[4].values, perm, n, taken) == 0;
+    int64_t j = 0, top = 0; /* next slice to take (its place in `taken`); stack size */
+    for (int64_t i = 0; ok && i < m; i++) {
         if (i == 0 || pg[i] != pg[i - 1]) { /* a new group: its slices, from an empty stack */
-            while (j < n && sg[j] < pg[i]) j++;
+            while (j < n && sg[taken[j]] < pg[i]) j++;
             top = 0;
         }
-        while (j < n && sg[j] == pg[i] && start[j] <= at[i]) {
-            while (top > 0 && end[stack[top - 1]] <= end[j]) top--;
-            stack[top++] = j++;
+        while (j < n && sg[taken[j]] == pg[i] && start[taken[j]] <= at[i]) {
+            int64_t s = taken[j++];
+            while (top > 0 && end[stack[top - 1]] <= end[s]) top--;
+            stack[top++] = s;
         }
         while (top > 0 && end[stack[top - 1]] <= at[i]) top--;
         if (top > 0) {
@@ -194,13 +252,18 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
     pick->null_count = nulls;
     result = column_capsule(pick);
     pick = NULL;
 done:
-    for (int k = 0; k < 5; k++) drop_column(&cols[k]);
+    for (int k = 0; k < 8; k++) drop_column(&cols[k]);
     free_output(pick);
     free(stack);
+    free(taken);
     return result;
 }
 
@@ -931,7 +994,8 @@ static PyMethodDef methods[] = {
     {"stab", stab, METH_VARARGS,
      "stab((slice_start, slice_end), (point_at,)) -> (point index, slice index) of each pair start <= at < end (capsules)"},
     {"innermost", innermost, METH_VARARGS,
-     "innermost((slice_group, slice_start, slice_end), (point_group, point_at)) -> slice index per point (capsule)"},
+     "innermost((slice_group, slice_start, slice_end, slice_length, slice_order, permutation), (point_group, "
+     "point_at)) -> slice row per point (capsule)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,7 @@ into `join_where` makes Polars fall back to a cross join.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -42,6 +42,7 @@ from tracekit.analysis import native
 from tracekit.analysis.shared import ENGINE
 
 I64 = pl.Int64
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")
 _KEY = "_group"
 
@@ -183,6 +184,9 @@ def _one_key(frames: Sequence[pl.LazyFrame], keys: Sequence[str]) -> tuple[list[
     if not keys or (len(keys) == 1 and frames[0].collect_schema()[keys[0]].is_integer()):
         return list(frames), keys
     schema = frames[0].select(keys).collect_schema()
+    if _codes(schema):  # text held as codes: the codes side by side, with no table to join (`_group_numbers`)
+        number = _code_number(schema).alias(_CODE)
+        return [f.with_columns(number).drop(keys) for f in frames], [_CODE]
     # made once (as a plan, each frame's join could run it on its own and number the keys
     # in another order)
     table = pl.concat([f.select(keys).cast(dict(schema)) for f in frames]).drop_nulls().unique(
@@ -345,23 +349,47 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     rows = slices.drop_nulls([*keys, start, end])
     pts = points.with_row_index("_pt").drop_nulls([*keys, at])
     group = _group_numbers(rows.select(keys), pts.select(keys).cast(rows.select(keys).schema))
-    # the sort finds the slices' order alone, and only the numbers the pass reads are put in
-    # it: not the slices' other columns (text), nor the sort's other keys (the 1 GB trace's
-    # 1.36M ops, looked up three times by the gaps: 0.06 GB less at each); the picked
-    # slices' columns are gathered once, by row
-    keyed = rows.select(*dict.fromkeys([start, end, length, order]), _g=group.head(rows.height))
-    by = keyed.select(pl.int_range(pl.len(), dtype=pl.get_index_type()).sort_by(
-        ["_g", start, length, order], descending=[False, False, True, False], nulls_last=True)).to_series()
-    ranked = keyed.select("_g", start, end).gather(by).with_columns(_r=by)
-    del keyed
+    # the pass reads the slices through the permutation that sorts them by group and start
+    # (it orders the slices that start together itself): nothing of theirs is gathered into
+    # that order, and the picked slices' columns are gathered once, by row. Slices in time
+    # order (a trace's are) take a stable sort on the group alone: on the 1 GB trace's 1.36M
+    # ops, looked up by the gaps, the lookup peaked at +64 MiB against +142 MiB when the
+    # numbers were ranked, sorted on the four keys of the pick and gathered into that order
+    keyed = rows.select(start, end, _len=pl.col(length).cast(I64).fill_null(I64_MIN),
+                        _ord=pl.col(order).cast(I64).fill_null(I64_MAX), _g=group.head(rows.height))
+    row = pl.int_range(pl.len(), dtype=pl.get_index_type())
+    by = keyed.select(row.sort_by("_g", maintain_order=True) if _rising(keyed[start]) else row.sort_by("_g", start))
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
-    found = native.slices.innermost(tuple(native.arrow(ranked[c]) for c in ("_g", start, end)),
-                                    (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
+    del group
+    found = native.slices.innermost(
+        (*(native.arrow(keyed[c]) for c in ("_g", start, end, "_len", "_ord")), native.arrow(by.to_series())),
+        (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
+    del keyed, by
     pick = native.series(found, "_i")
     found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
-    picked = rows.select(cols).gather(ranked["_r"].gather(found["_i"]))
+    picked = rows.select(cols).gather(found["_i"])
     taken = points.gather(found["_pt"])
     return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
+
+
+def _rising(values: pl.Series) -> bool:
+    """Each value at least the one before (no nulls)."""
+    return values.len() < 2 or bool(values.diff().slice(1).min() >= 0)  # type: ignore[operator]
+
+
+def _codes(schema: Mapping[str, pl.DataType]) -> bool:
+    """Keys whose codes make one number (`_code_number`): one or two text columns held as codes."""
+    return 0 < len(schema) <= 2 and all(isinstance(t, (pl.Categorical, pl.Enum)) for t in schema.values())
+
+
+def _code_number(schema: Mapping[str, pl.DataType]) -> pl.Expr:
+    """One Int64 from the codes of the `_codes` keys (32 bits each, side by side): equal where
+    the keys are equal in every frame of the same column types (the codes are the type's,
+    not the frame's), null where one is null."""
+    number = pl.lit(0, I64)
+    for name in schema:
+        number = number * (1 << 32) + pl.col(name).cast(schema[name]).to_physical().cast(I64)
+    return number
 
 
 def _group_numbers(first: pl.DataFrame, second: pl.DataFrame) -> pl.Series:
@@ -371,11 +399,8 @@ def _group_numbers(first: pl.DataFrame, second: pl.DataFrame) -> pl.Series:
     are (the codes side by side in one number); other keys are ranked (the rank of the 1 GB
     trace's 1.36M ops and their 0.6M points took 59 MiB over the frames)."""
     schema = first.schema
-    codes = all(isinstance(t, (pl.Categorical, pl.Enum)) for t in schema.values())
-    if codes and len(schema) <= 2:
-        number = pl.lit(0, I64)
-        for name in schema:
-            number = number * (1 << 32) + pl.col(name).to_physical().cast(I64)
+    if _codes(schema):
+        number = _code_number(schema)
     elif len(schema) == 1 and next(iter(schema.values())) in (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8,
                                                              pl.UInt16, pl.UInt32):
         number = pl.col(next(iter(schema))).cast(I64)
