@@ -279,13 +279,23 @@ def stab(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: st
     suffixed = {c: f"{c}_right" for c in slices.columns if c in points.columns}
     if points.is_empty() or slices.is_empty():
         return pl.DataFrame(schema={**points.schema, **{suffixed.get(c, c): t for c, t in slices.schema.items()}})
+    p, s = stab_rows(points, slices, at=at, start=start, end=end)
+    return pl.concat([points.gather(p), slices.gather(s).rename(suffixed)], how="horizontal")
+
+
+def stab_rows(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: str = "ts_ns",
+              end: str = "end_ns") -> tuple[pl.Series, pl.Series]:
+    """The rows (point, slice) of `stab`'s pairs, in its order: a caller that keeps a few of
+    the pairs, or a few columns, gathers only those."""
+    if points.is_empty() or slices.is_empty():
+        return pl.Series("p", [], I64), pl.Series("s", [], I64)
     if native.enabled():
-        p, s = _stab_native(points, slices, at=at, start=start, end=end)
-        return pl.concat([points.gather(p), slices.gather(s).rename(suffixed)], how="horizontal")
+        return _stab_native(points, slices, at=at, start=start, end=end)
     p_row, s_row = "__stab_point", "__stab_slice"
-    pairs = points.with_row_index(p_row).join_where(
-        slices.with_row_index(s_row), pl.col(at) >= pl.col(start), pl.col(at) < pl.col(end))
-    return pairs.sort(p_row, s_row).drop(p_row, s_row)
+    pairs = points.select(pl.col(at)).with_row_index(p_row).join_where(
+        slices.select(start, end).with_row_index(s_row), pl.col(at) >= pl.col(start), pl.col(at) < pl.col(end))
+    pairs = pairs.sort(p_row, s_row)
+    return pairs[p_row].cast(I64).rename("p"), pairs[s_row].cast(I64).rename("s")
 
 
 def _stab_native(points: pl.DataFrame, slices: pl.DataFrame, *, at: str, start: str,
