@@ -20,10 +20,11 @@
  * is the last candidate: longer first, then lower order (the pass orders each such run
  * itself, so the caller's sort needs two keys, and the slices' columns are read through the
  * permutation, not gathered into it). Output per point: the row of the last slice so taken
- * of its group with start <= at < end, or null. Per group, a stack holds the slices started so far that no later slice
- * dominates (a later one that ends at or after it is always the better pick), so the ends
- * fall from bottom to top; a point pops the slices that ended by it (later points come no
- * earlier) and takes the top. Linear in slices plus points, plus the runs' sorts.
+ * of its group with start <= at < end, or null. Per group, a stack holds the slices started
+ * so far that no later slice dominates (a later one that ends at or after it is always the
+ * better pick), so the ends fall from bottom to top; a point pops the slices that ended by
+ * it (later points come no earlier) and takes the top. Linear in slices plus points, plus
+ * the runs' sorts.
  *
  * covered. Input: intervals (group, start, end >= start) sorted by group and start; queries
  * (group, start, end > start) in any order. Output per query: the length of it the union of

@@ -368,7 +368,7 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     keyed = rows.select(start, end, _len=pl.col(length).cast(I64).fill_null(I64_MIN),
                         _ord=pl.col(order).cast(I64).fill_null(I64_MAX), _g=group.head(rows.height))
     row = pl.int_range(pl.len(), dtype=pl.get_index_type())
-    by = keyed.select(row.sort_by("_g", maintain_order=True) if _rising(keyed[start]) else row.sort_by("_g", start))
+    by = keyed.select(row.sort_by("_g", maintain_order=True) if keyed[start].is_sorted() else row.sort_by("_g", start))
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
     del group
     found = native.slices.innermost(
@@ -380,11 +380,6 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     picked = rows.select(cols).gather(found["_i"])
     taken = points.gather(found["_pt"])
     return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
-
-
-def _rising(values: pl.Series) -> bool:
-    """Each value at least the one before (no nulls)."""
-    return values.len() < 2 or bool(values.diff().slice(1).min() >= 0)  # type: ignore[operator]
 
 
 def _codes(schema: Mapping[str, pl.DataType]) -> bool:
