@@ -58,7 +58,7 @@ from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
 from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.shared import ENGINE, sort_order
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
@@ -347,8 +347,7 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     del starts, ends
     # the sort finds the order on its keys alone, and each column is then gathered in it and
     # let go (a sort of the whole frame held every column twice: 0.15 GB on the 1 GB trace)
-    by = both.select(pl.int_range(pl.len(), dtype=pl.get_index_type()).sort_by(
-        "_thread", "t", "opening", "key", maintain_order=True)).to_series()
+    by = sort_order(both, "_thread", "t", "opening", "key", maintain_order=True)
     columns = dict(zip(both.columns, both.get_columns(), strict=True))
     del both
     pts = pl.DataFrame({"node": pl.int_range(by.len(), dtype=I64, eager=True),

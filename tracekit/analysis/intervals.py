@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.shared import ENGINE, sort_order
 
 I64 = pl.Int64
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -367,12 +367,11 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     # numbers were ranked, sorted on the four keys of the pick and gathered into that order
     keyed = rows.select(start, end, _len=pl.col(length).cast(I64).fill_null(I64_MIN),
                         _ord=pl.col(order).cast(I64).fill_null(I64_MAX), _g=group.head(rows.height))
-    row = pl.int_range(pl.len(), dtype=pl.get_index_type())
-    by = keyed.select(row.sort_by("_g", maintain_order=True) if keyed[start].is_sorted() else row.sort_by("_g", start))
+    by = sort_order(keyed, "_g", maintain_order=True) if keyed[start].is_sorted() else sort_order(keyed, "_g", start)
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
     del group
     found = native.slices.innermost(
-        (*(native.arrow(keyed[c]) for c in ("_g", start, end, "_len", "_ord")), native.arrow(by.to_series())),
+        (*(native.arrow(keyed[c]) for c in ("_g", start, end, "_len", "_ord")), native.arrow(by)),
         (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
     del keyed, by
     pick = native.series(found, "_i")

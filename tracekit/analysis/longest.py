@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analysis import native
+from tracekit.analysis.shared import sort_order
 
 if TYPE_CHECKING:
     from tracekit.analysis.graph import DepGraph
@@ -67,7 +68,7 @@ class EdgeOrder:
         del pos  # (the node positions go before the edges are put in order; then each column is
         # gathered in it on its own: a sort of the filtered frame held both copies of all three)
         e = e.filter((pl.col("_s") >= 0) & (pl.col("_s") < pl.col("_d")))
-        by = e.select(pl.int_range(pl.len(), dtype=pl.get_index_type()).sort_by("_d", maintain_order=True)).to_series()
+        by = sort_order(e, "_d", maintain_order=True)
         src, dst, perm = (e.get_column(c).gather(by) for c in ("_s", "_d", "_row"))
         return cls(src=src, dst=dst, perm=perm, nodes=nodes.len(), topo=nodes)
 

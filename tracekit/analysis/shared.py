@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+import polars as pl
+
 from tracekit.model import ENGINE, GROUPING_ENGINE  # noqa: F401  (the analyses import them from here)
 
 T = TypeVar("T")
@@ -89,3 +91,11 @@ def store() -> dict[Any, Any] | None:
     """The memo of the current `sharing()` block (None outside one), for caches of their own
     shape (e.g. the taxonomy by name)."""
     return _MEMO.get()
+
+
+def sort_order(frame: pl.DataFrame, *by: str, maintain_order: bool = False) -> pl.Series:
+    """The rows of `frame` in the order a sort on `by` puts them (ascending), moving none of
+    its columns: a caller that keeps only some columns gathers those alone, each in its
+    turn (a sort of the whole frame holds every column twice while it runs)."""
+    row = pl.int_range(pl.len(), dtype=pl.get_index_type())
+    return frame.select(row.sort_by(*by, maintain_order=maintain_order)).to_series()
