@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             events.append((time.perf_counter() - start, "end", name))
 
-    samples: list[tuple[float, int, int]] = []  # (seconds, RSS, active bytes)
+    samples: list[tuple[float, int, int, float]] = []  # (seconds, RSS, active bytes, CPU seconds so far)
     page = os.sysconf("SC_PAGE_SIZE")
     done = threading.Event()
 
@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             while not done.is_set():
                 statm.seek(0)
                 rss = int(statm.read().split()[1]) * page
-                samples.append((time.perf_counter() - start, rss, jemalloc.active_bytes() or 0))
+                cpu = os.times()
+                samples.append((time.perf_counter() - start, rss, jemalloc.active_bytes() or 0,
+                                cpu.user + cpu.system))
                 done.wait(args.interval / 1000)
 
     sampler = threading.Thread(target=sample, name="phases-sampler", daemon=True)
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarise(samples: list[tuple[float, int, int]], events: list[tuple[float, str, str]]) -> dict:
+def summarise(samples: list[tuple[float, int, int, float]], events: list[tuple[float, str, str]]) -> dict:
     """Per step (and before the first, after the last) the highest RSS and active bytes."""
     began, ended = _spans(events)
     first, last = min(began.values()), max(ended.values())
@@ -131,17 +133,21 @@ def print_figures(figures: dict, name: str) -> None:
           f"while {', '.join(peak['running']) or 'no analysis step'} ran")
 
 
-def print_buckets(samples: list[tuple[float, int, int]], events: list[tuple[float, str, str]], every: float) -> None:
-    """The run in slices of `every` seconds: the highest RSS and active bytes in each, and the
-    steps that ran in it (a step that ended inside a slice counts)."""
+def print_buckets(samples: list[tuple[float, int, int, float]], events: list[tuple[float, str, str]],
+                  every: float) -> None:
+    """The run in slices of `every` seconds: the highest RSS and active bytes in each, the
+    cores busy on average (the process's CPU time over the slice's time: 2.0 is both cores of
+    this machine), and the steps that ran in it (a step that ended inside a slice counts)."""
     began, ended = _spans(events)
-    print(f"{'from':>7} {'max RSS':>9} {'max active':>11}  steps (MiB)")
+    print(f"{'from':>7} {'max RSS':>9} {'max active':>11} {'cores':>6}  steps (MiB)")
     for i in range(int(samples[-1][0] // every) + 1):
         t0, t1 = i * every, (i + 1) * every
         inside = [s for s in samples if t0 <= s[0] < t1]
         if inside:
             running = [name for name, t in began.items() if t < t1 and ended.get(name, float("inf")) >= t0]
-            print(f"{t0:7.2f} {max(s[1] for s in inside) / MIB:9.0f} {max(s[2] for s in inside) / MIB:11.0f}  "
+            span = inside[-1][0] - inside[0][0]
+            cores = f"{(inside[-1][3] - inside[0][3]) / span:6.2f}" if span > 0 else f"{'-':>6}"
+            print(f"{t0:7.2f} {max(s[1] for s in inside) / MIB:9.0f} {max(s[2] for s in inside) / MIB:11.0f} {cores}  "
                   f"{', '.join(running)}")
 
 

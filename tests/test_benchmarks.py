@@ -89,10 +89,14 @@ def test_phases_prints_the_run_in_slices(capsys):
         from phases import MIB, print_buckets
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    samples = [(0.1, 100 * MIB, 50 * MIB), (0.4, 300 * MIB, 80 * MIB), (0.6, 200 * MIB, 90 * MIB), (1.2, 120 * MIB, 60 * MIB)]
+    # (seconds, RSS, active bytes, CPU seconds so far)
+    samples = [(0.1, 100 * MIB, 50 * MIB, 1.0), (0.4, 300 * MIB, 80 * MIB, 1.6), (0.6, 200 * MIB, 90 * MIB, 1.7),
+               (1.2, 120 * MIB, 60 * MIB, 2.5)]
     events = [(0.05, "start", "a"), (0.45, "end", "a"), (0.3, "start", "b"), (1.1, "end", "b"), (1.15, "start", "c")]
     print_buckets(samples, events, 0.5)
     lines = capsys.readouterr().out.splitlines()
-    # (no sample in [1.0, 1.5) but the one at 1.2; a step counts in each slice it ran in)
-    assert lines[1:] == ["   0.00       300          80  a, b", "   0.50       200          90  b",
-                         "   1.00       120          60  b, c"]
+    # (no sample in [1.0, 1.5) but the one at 1.2; a step counts in each slice it ran in; the
+    # cores busy: 0.6 CPU seconds over the 0.3 s between the first slice's samples, none where
+    # a slice has one sample)
+    assert lines[1:] == ["   0.00       300          80   2.00  a, b", "   0.50       200          90      -  b",
+                         "   1.00       120          60      -  b, c"]
