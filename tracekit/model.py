@@ -34,6 +34,7 @@ from typing import Any
 import polars as pl
 
 I64 = pl.Int64
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1  # the bounds of an Int64
 F64 = pl.Float64
 STR = pl.String
 # Text held as codes (a Categorical): four bytes a row where a string takes a 16-byte view,

@@ -40,9 +40,9 @@ import polars as pl
 
 from tracekit.analysis import native
 from tracekit.analysis.shared import ENGINE, sort_order
+from tracekit.model import I64_MAX, I64_MIN
 
 I64 = pl.Int64
-I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")
 _KEY = "_group"
 

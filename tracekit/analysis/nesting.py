@@ -18,12 +18,12 @@ import polars as pl
 
 from tracekit.analysis import native
 from tracekit.analysis.shared import remember
+from tracekit.model import I64_MIN
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
 DENSE = 4  # rows_of's table: at most this many slots per key (plus DENSE_SLACK), else the join
 DENSE_SLACK = 1024
-I64_MIN = -(2**63)
 
 
 def with_parents(ops: pl.DataFrame) -> pl.DataFrame:

@@ -23,6 +23,7 @@ from tracekit.model import (
     ENGINE,
     FLOWS_SCHEMA,
     GPU_SCHEMA,
+    I64_MAX,
     INSTANTS_SCHEMA,
     MEMORY_SCHEMA,
     OPS_SCHEMA,
@@ -30,7 +31,6 @@ from tracekit.model import (
 )
 
 MAX_US = 9_223_372_036_854_775  # largest microsecond value whose nanoseconds fit in Int64
-I64_MAX = 2**63 - 1
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 _NO_ARGS = NO_ARGS.decode()
 IGNORED_PHASES = ("P", "O", "N", "D", "c", "(", ")")
