@@ -4,12 +4,13 @@ large traces)."""
 
 from setuptools import Extension, setup
 
-ARROW_H = "tracekit/analysis/_arrow.h"  # the Arrow C data interface both analysis passes read
+ARROW_H = "tracekit/analysis/_arrow.h"  # the Arrow C data interface the C parts speak to Polars
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(
     ext_modules=[
-        Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], extra_compile_args=FLAGS, optional=True),
+        Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], depends=[ARROW_H], extra_compile_args=FLAGS,
+                  optional=True),
         Extension("tracekit.analysis._paths", ["tracekit/analysis/_paths.c"], depends=[ARROW_H],
                   extra_compile_args=FLAGS, optional=True),
         Extension("tracekit.analysis._slices", ["tracekit/analysis/_slices.c"], depends=[ARROW_H],

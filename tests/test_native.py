@@ -353,3 +353,88 @@ def test_property_scanner_takes_common_shapes(evs, ascii_only):
     events_text = ",\n".join(to_json(e, ascii_only) for e in evs)
     assert native.native_batch(("[" + events_text + "]").encode()) is not None
     same_both_ways(events_text)
+
+
+# -- the scanner's buffers handed to Polars (Arrow PyCapsule interface, no copy) ----------------
+
+
+def _ipc_frame(group) -> pl.DataFrame:
+    """The same group through an Arrow IPC stream, the path the Python decoder's batches take."""
+    import io
+
+    from tracekit.loader.arrow import ipc_stream
+
+    columns = [(name, kind, tuple(bytes(b) for b in bufs)) for name, kind, bufs in group.columns]
+    return pl.read_ipc_stream(io.BytesIO(ipc_stream(columns, group.length)))
+
+
+@built
+def test_scanned_groups_become_the_frames_their_ipc_stream_reads_as():
+    """Every group of the golden piece: the frame made from the scanner's buffers is the frame
+    the same buffers written as Arrow IPC read back as (names, types, values, order)."""
+    batch = native.native_batch(GOLDEN)
+    assert set(batch["groups"]) == {"ops", "gpu", "runtime", "flows"}
+    for key, group in batch["groups"].items():
+        assert native.scanned(group)
+        frame = native.frame(group)
+        assert frame.height == group.length
+        assert frame.equals(_ipc_frame(group)), key
+    ops = native.frame(batch["groups"]["ops"]).row(0, named=True)
+    assert (ops["eid"], ops["ts_n"], ops["dur_n"]) == (0, 1712195495519689047, 2001)
+    assert ops["input_dims"] == "[[8, 16], [16, 32]]"  # as written (the projection takes the spaces out)
+
+
+@built
+def test_scanner_buffers_read_as_bytes():
+    """A column buffer is read-only bytes (buffer protocol, len): int64 values little-endian."""
+    group = native.native_batch(GOLDEN)["groups"]["ops"]
+    name, kind, (values,) = group.columns[0]
+    assert (name, kind, len(values)) == ("eid", "i64", 8)
+    assert bytes(values) == (0).to_bytes(8, "little")
+    view = memoryview(values)
+    assert view.readonly
+    with pytest.raises(TypeError):
+        view[0] = 1
+
+
+@built
+def test_frames_outlive_the_batch_and_its_thread():
+    """The Series share the scanner's memory: it stays valid after the batch is gone, and
+    frames let go on other threads (as Polars' own threads do) free it without the GIL."""
+    import gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": i, "dur": 1,
+               "args": {"note": "x" * (i % 40)}} for i in range(2000)]
+    frames = []
+    for _ in range(20):
+        batch = native.native_batch(json.dumps(events).encode())
+        frames.append(native.frame(batch["groups"]["gpu"]))
+        del batch
+    gc.collect()
+    for frame in frames:
+        assert frame["eid"].to_list() == list(range(2000))
+        assert frame["args"].str.len_bytes().to_list() == [len(json.dumps({"note": "x" * (i % 40)}, separators=(",", ":")))
+                                                           for i in range(2000)]
+    with ThreadPoolExecutor(4) as pool:  # each frame let go (and its memory freed) on a worker thread
+        sums = list(pool.map(lambda f: int(f.select(pl.col("ts_n").sum()).item()), frames))
+    assert sums == [sum(i * 1000 for i in range(2000))] * 20
+    frames.clear()
+    gc.collect()
+
+
+@built
+def test_hand_over_refuses_what_is_not_a_scanner_column():
+    """`arrow_column` takes the scanner's own columns only: other buffers, unknown kinds and
+    buffers of the wrong length are refused (nothing is read out of bounds)."""
+    group = native.native_batch(GOLDEN)["groups"]["ops"]
+    name, kind, bufs = group.columns[0]
+    scan = native._scan
+    with pytest.raises(TypeError, match="column buffer"):
+        scan.arrow_column((name, kind, (b"\0" * 8,)), 1)
+    with pytest.raises(ValueError, match="unknown kind"):
+        scan.arrow_column((name, "u8", bufs), 1)
+    with pytest.raises(ValueError, match="wrong buffers"):
+        scan.arrow_column((name, "utf8", bufs), 1)
+    with pytest.raises(ValueError, match="8 bytes for 2 rows"):
+        scan.arrow_column((name, kind, bufs), 2)

@@ -145,6 +145,7 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
         lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
         done[name] = constant_columns(_sorted(lf, name, in_file_order=ordered).collect(engine=ENGINE))
         allocator.purge()  # this frame's parts are gone: their pages now, not after jemalloc's decay
+        allocator.trim_heap()  # and the scanner's buffers they held (glibc's), which jemalloc cannot reuse
     done["counters"] = counters_frame(frames.take("counters").collect(engine=ENGINE))
     return {name: done[name] for name in SCHEMAS if name != "warnings"}
 

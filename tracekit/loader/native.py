@@ -4,17 +4,27 @@ It makes the batch `tracekit.loader.batch.build_batch` makes, without a Python o
 event, for pieces in the common shape of a trace; for anything else it returns None and
 the piece takes the Python path (msgspec structs), which stays the reference for every
 edge case. `TRACEKIT_NATIVE=0` in the environment turns it off.
+
+Its columns' buffers are the scanner's own memory (`_scan.Buffer`), handed to Polars as
+one Arrow array a column through the PyCapsule interface (`frame`): no copy, where
+writing them as an Arrow IPC stream and reading that back copied them twice. On the 1 GB
+trace that took 0.9 s of the loading thread that turns batches into frames (0.28 s to
+write the streams, 0.61 s to read them).
 """
 
 from __future__ import annotations
 
 import os
 from functools import cache
+from typing import TYPE_CHECKING
 
 from tracekit.loader import args as A
 from tracekit.loader import arrow as W
 from tracekit.loader.batch import FIELDS, GROUP_BY_PH, REST_ARGS, TYPED, WITH_ARGS_TEXT, WITH_PH
 from tracekit.loader.categories import X_KIND
+
+if TYPE_CHECKING:
+    import polars as pl
 
 try:
     from tracekit.loader import _scan
@@ -57,5 +67,31 @@ def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:
     columns: dict[str, W.Columns] = {}
     for key, rows, cols, group_dicts in groups:
         dicts[key] = group_dicts
-        columns[key] = W.Columns(cols, rows)  # written as Arrow IPC by the thread that reads it
+        columns[key] = W.Columns(cols, rows)  # made a frame by the thread that reads it (`frame`)
     return {"n": n, "bad_types": 0, "dropped": 0, "dicts": dicts, "groups": columns, "counts": {}}
+
+
+class ArrowColumn:
+    """One column of a native batch's group (name, kind, `_scan.Buffer`s) as an Arrow array,
+    for `pl.Series(...)`: the array shares the scanner's buffers, which live on as long as
+    the Series or the batch holds them, whichever thread lets them go."""
+
+    def __init__(self, column: tuple[str, str, tuple[object, ...]], length: int) -> None:
+        self.column, self.length = column, length
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        return _scan.arrow_column(self.column, self.length)
+
+
+def scanned(group: object) -> bool:
+    """Whether `group` holds the scanner's buffers (`frame` can hand it to Polars)."""
+    if _scan is None or not isinstance(group, W.Columns) or not group.columns:
+        return False
+    return all(isinstance(b, _scan.Buffer) for _, _, bufs in group.columns for b in bufs)
+
+
+def frame(group: W.Columns) -> pl.DataFrame:
+    """A `scanned` group as a frame, its buffers taken over as they are."""
+    import polars as pl
+
+    return pl.DataFrame([pl.Series(ArrowColumn(column, group.length)) for column in group.columns])
