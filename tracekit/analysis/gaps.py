@@ -166,16 +166,17 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
 
 
 def _find(rows: pl.DataFrame, bounds: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
-    """Device and stream gaps with a `gid`; stream bounds = device bounds × the device's streams."""
+    """Device and stream gaps with a `gid`; stream bounds = device bounds × the device's streams.
+    (One plan: the device and the stream gaps are found side by side.)"""
     names = bounds.select(*WINDOW_KEYS, "window_name", "window_start_ns")
-    dev = intervals.gaps(rows, bounds, by=WINDOW_KEYS).with_columns(
+    dev = intervals.gaps_plan(rows, bounds, by=WINDOW_KEYS).with_columns(
         scope=pl.lit("device"), stream=pl.lit(None, I64))
     streams = work.select("device", "stream").unique()
     sbounds = bounds.join(streams, on="device", how="inner")
     keys = [*WINDOW_KEYS, "stream"]
     sbounds = sbounds.select(*keys, "window_start_ns", "window_end_ns")
-    per = intervals.gaps(rows, sbounds, by=keys).with_columns(scope=pl.lit("stream"))
-    both = pl.concat([dev.lazy().select(per.columns), per.lazy()])
+    per = intervals.gaps_plan(rows, sbounds, by=keys).with_columns(scope=pl.lit("stream"))
+    both = pl.concat([dev.select(per.collect_schema().names()), per])
     return both.join(names.lazy(), on=WINDOW_KEYS, how="left", nulls_equal=True, maintain_order="left").sort(
         ORDER, nulls_last=False, maintain_order=True).with_row_index("gid").with_columns(
         pl.col("gid").cast(I64), offset_ns=pl.col("start_ns") - pl.col("window_start_ns")).collect(engine=ENGINE)

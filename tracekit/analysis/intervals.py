@@ -141,9 +141,16 @@ def gaps(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Sequenc
     `bounds` with no interval give one `empty` gap; intervals are clipped to the bounds.
     Returns `by..., start_ns, end_ns, gap_ns, position`, sorted by group and start.
     """
+    return gaps_plan(frame, bounds, by=by, start=start, end=end).collect(engine=ENGINE)
+
+
+def gaps_plan(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Sequence[str] = (),
+              start: str = "ts_ns", end: str = "end_ns") -> pl.LazyFrame:
+    """`gaps` as a plan, for a caller that runs it with others (one `collect_all`, or a
+    concat, whose parts Polars runs side by side)."""
     schema = {**_key_schema(frame, by), "start_ns": I64, "end_ns": I64, "gap_ns": I64, "position": pl.String}
     if bounds is not None and bounds.is_empty():
-        return pl.DataFrame(schema=schema)
+        return pl.LazyFrame(schema=schema)
     keys = list(by) or [_KEY]
     merged = union_plan(_keyed(frame.lazy(), by), keys, start, end)
     if bounds is None:
@@ -171,7 +178,7 @@ def gaps(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Sequenc
         .when(pl.col("_kind") == 2).then(pl.lit("after_last"))
         .otherwise(pl.lit("between")).alias("position"),
     )
-    return found.cast(schema).sort([*by, "start_ns"]).collect(engine=ENGINE)
+    return found.cast(schema).sort([*by, "start_ns"])
 
 
 def _one_key(frames: Sequence[pl.LazyFrame], keys: Sequence[str]) -> tuple[list[pl.LazyFrame], list[str]]:
