@@ -552,3 +552,84 @@ def test_a_file_cut_inside_a_value_is_truncated_not_malformed(tail):
     trace = loads(cut.encode())
     [message] = [r["message"] for r in trace.warnings.iter_rows(named=True) if r["code"] == "truncated"]
     assert message.startswith(f"the event array is truncated at byte {len(cut)}: recovered 1 complete event")
+
+
+def _frames_and_notes(trace: Trace, ignore: tuple[str, ...]) -> dict:
+    """What a load gives, less where it came from (a file's path, or `<bytes>`)."""
+    meta = {name: getattr(trace.meta, name) for name in trace.meta.__dataclass_fields__ if name not in ignore}
+    return {"frames": trace.frames(), "meta": meta}
+
+
+def _same_loads(a: Trace, b: Trace, ignore: tuple[str, ...] = ("path",)) -> None:
+    x, y = _frames_and_notes(a, ignore), _frames_and_notes(b, ignore)
+    for name, frame in x["frames"].items():
+        assert frame.equals(y["frames"][name]), name
+    for name, value in x["meta"].items():
+        other = y["meta"][name]
+        assert value.equals(other) if isinstance(value, pl.DataFrame) else value == other, name
+
+
+def _far_head() -> bytes:
+    """A head of 300 KB before the event array (the key is looked for past the first read)."""
+    doc = busy_trace().document()
+    events = doc.pop("traceEvents")
+    return json.dumps({"deviceProperties": [{"name": "x" * 1000, "id": i} for i in range(300)],
+                       "traceEvents": events}, default=lambda o: o.ns / 1000).encode()
+
+
+def _plain() -> bytes:
+    return busy_trace().text().encode()
+
+
+@pytest.mark.parametrize("text", [
+    _plain,
+    lambda: b"\xef\xbb\xbf" + _plain(),  # a byte-order mark
+    _far_head,
+    lambda: _plain()[: len(_plain()) * 2 // 3],  # truncated: the final piece is recovered
+    lambda: _plain().replace(b'"aten::mm"', b'"aten::mm" @', 2),  # malformed in the middle
+    lambda: _plain().replace(b'"traceEvents"', b'"trace\\u0045vents"', 1),  # a key the scan misses: read whole
+], ids=["plain", "bom", "far-head", "truncated", "malformed", "whole-document"])
+@pytest.mark.parametrize("chunk_bytes", [1, 3_000, ONE_SHOT])
+def test_a_file_read_into_its_chunks_loads_as_its_bytes_do(tmp_path, text, chunk_bytes, monkeypatch):
+    """A plain file is read straight into the chunks' buffers (`Stream.read_into`, no
+    pieces, no reading thread); the same text handed over as pieces in memory (`loads`)
+    gives the same trace, notes and recovery included, at any chunking."""
+    from tracekit.loader import source
+
+    data = text()
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+
+    def no_pieces(self):  # the file is not read as pieces (a generator, as `Stream.__iter__`)
+        raise AssertionError("a plain file was read as pieces")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(source.Stream, "__iter__", no_pieces)
+    _same_loads(load_file(path, chunk_bytes=chunk_bytes, workers=0), loads(data, chunk_bytes=chunk_bytes, workers=0))
+
+
+def test_a_file_read_into_its_chunks_fails_as_its_bytes_do(tmp_path):
+    """The same refusal, with the same words, either way."""
+    data = b'{"traceEvents": 5, "x": [' + _plain() + b"]}"
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    with pytest.raises(tracekit.TraceError) as direct:
+        load_file(path, workers=0)
+    with pytest.raises(tracekit.TraceError) as pieces:
+        loads(data, workers=0)
+    assert str(direct.value) == f"{path}: 'traceEvents' is not an array"
+    assert str(pieces.value) == "<bytes>: 'traceEvents' is not an array"
+
+
+def test_a_gzip_file_is_still_read_as_pieces(tmp_path, monkeypatch):
+    """Compressed text cannot be read into a buffer directly: it is inflated in pieces."""
+    from tracekit.loader import source
+
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(_plain()))
+    stream = source.Stream(path)
+    try:
+        assert not stream.direct
+    finally:
+        stream.close()
+    _same_loads(load_file(path, workers=0), loads(_plain(), workers=0), ignore=("path", "size_bytes"))

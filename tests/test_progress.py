@@ -14,6 +14,7 @@ from tracekit.analyse import analyse
 from tracekit.cli import progress as progress_mod
 from tracekit.cli.main import main
 from tracekit.cli.progress import Status
+from tracekit.loader.read import CHUNK_BYTES
 from tracekit.loader.source import PIECE_BYTES
 
 
@@ -36,8 +37,15 @@ def test_load_reports_bytes_of_the_file_read(tmp_path, gz):
     assert {total for _, total in calls} == {size}
     done = [d for d, _ in calls]
     assert done == sorted(done) and done[-1] == size and done[0] > 0
-    if not gz:  # a plain file: the text handed on, one call per 1 MB piece
-        assert done == [*range(PIECE_BYTES, size, PIECE_BYTES), size]
+    if not gz:  # a plain file: one call per read into a chunk's buffer
+        # the head's 64 KB, then each chunk's text up to its target and one byte more (a
+        # quarter of the 4 MB chunk, half, then the whole: each read tops up what the cut
+        # before it left over), the last read reaching the end of the file
+        head = len(b'{"traceEvents": [')
+        assert done[0] == 1 << 16
+        assert done[1] == head + (CHUNK_BYTES >> 2) + 1  # the first chunk ends one byte past its target
+        assert 0 < done[2] - done[1] <= (CHUNK_BYTES >> 1) + 1  # the second reads at most its own target
+        assert done[3:] == [size, size]  # the third reaches the end; a last read finds nothing more
     else:  # the compressed bytes read (here the whole 240 KB at once), per 1 MB of text
         assert len(calls) >= -(-len(data) // PIECE_BYTES)  # (a read can end a piece early)
 

@@ -114,9 +114,12 @@ def load_file(
     if chunk_bytes is None:
         chunk_bytes = chunk_size(json_bytes(stream.size_bytes, stream.compressed))
     pieces = stream if progress is None else _reporting(stream, progress)
+    read_into = None
+    if stream.direct:  # a plain file: read straight into the chunks' buffers
+        read_into = stream.read_into if progress is None else _reporting_into(stream, progress)
     try:
         result = _read(pieces, path=stream.path, size_bytes=stream.size_bytes, compressed=stream.compressed,
-                       workers=workers, chunk_bytes=chunk_bytes)
+                       workers=workers, chunk_bytes=chunk_bytes, read_into=read_into)
     finally:
         stream.close()
     return build_trace(result, path=stream.path, size_bytes=stream.size_bytes, truncated_gzip=stream.truncated_gzip)
@@ -133,13 +136,24 @@ def _reporting(stream: Stream, progress: Progress) -> Iterator[bytes]:
         progress(stream.position if stream.compressed else handed, stream.size_bytes)
 
 
+def _reporting_into(stream: Stream, progress: Progress) -> Callable[[memoryview], int]:
+    """`stream.read_into`, with `progress(bytes of the file read, its size)` after each read."""
+
+    def read_into(view: memoryview) -> int:
+        got = stream.read_into(view)
+        progress(stream.position, stream.size_bytes)
+        return got
+
+    return read_into
+
+
 def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bool, workers: int | None,
-          chunk_bytes: int) -> ReadResult:
+          chunk_bytes: int, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
     """Read the decompressed pieces with the helper `workers` asks for. The helper starts
     before the pieces are iterated (a fork must come before the reading thread starts)."""
     helper = make_helper(workers, size_bytes, compressed)
     try:
-        result = read_trace(iter(pieces), path=path, chunk_bytes=chunk_bytes, helper=helper)
+        result = read_trace(iter(pieces), path=path, chunk_bytes=chunk_bytes, helper=helper, read_into=read_into)
     finally:
         if helper is not None:
             helper.close()

@@ -134,8 +134,10 @@ class Ingest:
 
 
 def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_BYTES,
-               helper: Helper | None = None) -> ReadResult:
-    reader = Reader(pieces, chunk_bytes=chunk_bytes, path=path)
+               helper: Helper | None = None, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
+    """The trace's text as `pieces`, or, with `read_into`, read straight into the chunks'
+    buffers (`scan.Reader`; the pieces are then not read)."""
+    reader = Reader(pieces, chunk_bytes=chunk_bytes, path=path, read_into=read_into)
     ingest = Ingest()
     try:
         head = reader.read_head()

@@ -103,6 +103,26 @@ class Stream:
                 raise item
             yield item
 
+    @property
+    def direct(self) -> bool:
+        """Whether the text can be read straight into a caller's buffer (`read_into`): a
+        plain file, not gzip, nor bytes in memory."""
+        return not self.compressed and isinstance(self._fh, io.BufferedReader)
+
+    def read_into(self, view: memoryview) -> int:
+        """Read the next bytes of a plain file (`direct`) into `view`; 0 at the end. The
+        stream is read this way or as pieces (iterated), not both."""
+        if self.size_bytes > self.max_bytes:
+            raise TraceTooLargeError(f"file is {self.size_bytes:,} bytes, over the limit of {self.max_bytes:,}",
+                                     path=self.path)
+        try:
+            got = self._fh.readinto(view)
+        except OSError as exc:
+            raise os_error(exc, self.path) from None
+        self.total += got
+        self.position += got
+        return got
+
     def _produce(self, source: Iterator[bytes], q: queue.Queue) -> None:
         try:
             for piece in source:
