@@ -199,14 +199,16 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     first): its columns, one row per gap."""
     # the pick runs on the numbers; the chosen work's names are gathered once, for the gaps
     # alone (sorting and deduplicating the candidates' text cost 0.4 GB on the 1 GB trace)
-    keys = links.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1).alias("_stream"),
-                        pl.col("ts_ns").alias("end_ns"), "launch_end_ns", pl.col("eid").alias("next_eid"),
-                        pl.int_range(pl.len(), dtype=I64).alias("_row"))
-    inner = found.filter(pl.col("position") != "after_last").select("gid", "device", "stream", "end_ns")
+    # one plan: the candidate pairs are filtered and cut to the pick's columns as the join
+    # makes them, not materialised whole first (the 1 GB trace's gaps: 1.06M pairs)
+    keys = links.lazy().select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1).alias("_stream"),
+                               pl.col("ts_ns").alias("end_ns"), "launch_end_ns", pl.col("eid").alias("next_eid"),
+                               pl.int_range(pl.len(), dtype=I64).alias("_row"))
+    inner = found.lazy().filter(pl.col("position") != "after_last").select("gid", "device", "stream", "end_ns")
     pairs = inner.join(keys, on=["device", "end_ns"], how="inner").filter(
         pl.col("stream").is_null() | (pl.col("stream") == pl.col("_stream")))
     best = pairs.select("gid", "launch_end_ns", "next_eid", "_row").sort(
-        "launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first")
+        "launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first").collect(engine=ENGINE)
     at = _per_gap(found, best["gid"], best["_row"].cast(pl.get_index_type()))
     # the names as codes (`GAP_SCHEMA`'s), before the gather: gathered as text they were a
     # copy of each name per gap (kernel names are long: 0.3 GB on the 1 GB trace's 1.06M gaps)

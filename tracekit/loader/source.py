@@ -1,7 +1,9 @@
 """Reading a trace file: plain or gzip, with a decompression limit, whole or in pieces.
 
-`open_stream` yields the decompressed text in pieces of a few MB; a thread reads and
-inflates ahead (ISA-L and zlib release the GIL), so decompression overlaps decoding.
+`Stream` yields the decompressed text in pieces of 1 MB; a thread reads and inflates
+ahead (ISA-L and zlib release the GIL), so decompression overlaps decoding. A plain file
+can instead be read straight into a caller's buffer (`Stream.read_into`), as the loader
+does: no pieces and no thread.
 `read_source` reads the whole file into memory (the benchmarks' baselines use it).
 """
 
