@@ -276,18 +276,22 @@ def test_analyse_releases_the_graph_after_its_readers(tmp_path):
 
 
 
-def test_released_once_the_segments_are_gathered(tmp_path, monkeypatch):
-    """`on_released` comes after the path's segments are gathered from the graph's pieces
-    (what `analyse()` starts its gaps on), before their contexts; the path is the same."""
+def test_released_once_the_segments_have_their_contexts(tmp_path, monkeypatch):
+    """`on_released` (what `analyse()` starts its gaps on) comes after the path's segments
+    are gathered from the graph's pieces and given their contexts, before the summary;
+    the path is the same."""
     import tracekit.analysis.critical_path as cp
 
     calls = []
     gather, context = cp._to_segments, cp._with_context
     monkeypatch.setattr(cp, "_to_segments", lambda *a: calls.append("gather") or gather(*a))
+    summary = cp.summarise
     monkeypatch.setattr(cp, "_with_context", lambda *a: calls.append("context") or context(*a))
+    monkeypatch.setattr(cp, "summarise", lambda *a, **k: calls.append("summary") or summary(*a, **k))
     trace = launch_bound(n=10).load(tmp_path)
     lean = critical_path(trace, keep_graph=False, on_released=lambda: calls.append("released"))
-    assert calls == ["gather", "released", "context"]
+    assert calls == ["gather", "context", "released", "summary"]
+    calls.clear()
     assert lean.segments.equals(critical_path(trace).segments)
 
 

@@ -259,9 +259,9 @@ def workers_for(trace: Trace) -> int:
 
     On large traces (`PHASED_BYTES`) the heaviest analysis after the critical path
     (`HEAVY`) does not start before the path has let its dependency graph go, so that
-    their peaks never add up; it runs beside the path's contexts and summary (once its
-    segments are gathered: `critical_path(on_released=)`), which take a fraction of the
-    graph's memory (the 1 GB trace's analyses: 0.949x the
+    their peaks never add up; it runs beside the path's summary (once its segments are
+    gathered and have their contexts: `critical_path(on_released=)`), which takes a fraction
+    of the graph's memory (when it started before the contexts, the 1 GB trace's analyses: 0.949x the
     time of waiting for the whole path, a peak no higher, 0.987x; 3 alternating rounds,
     `benchmarks/ab.py HEAD --job analyse`). From then on the next thread that comes free
     takes it before any analysis not yet started (`_run_all`'s `later`), rather than after
@@ -326,7 +326,8 @@ def _path_and_whatifs(trace: Trace, opts: AnalysisOptions, notes: dict[str, list
     go before the path's contexts and summary are made: at scale it is the largest
     intermediate of all, and they would add to it (the findings get the
     `no_launch_overhead` estimate they need from the what-ifs). `graph_gone` is set once the
-    graph is let go, or when no path is found."""
+    graph is let go and the path's segments have their contexts (`critical_path(on_released=)`),
+    or when no path is found."""
     try:
         _links(trace)  # first, on this thread: a failure here is the trace's, not the path's (it propagates)
         whatifs: list[Any] = []
