@@ -209,19 +209,22 @@ def test_run_all_raises_the_first_failure_in_order_after_every_task():
 
 
 def test_large_traces_trim_glibcs_heap_while_they_are_analysed(monkeypatch):
-    """`_trimming`: on, a thread trims every `TRIM_EVERY_S` while the block runs and once
-    at its end, then stops; off, nothing."""
+    """`bounded_memory`: on, a thread trims every `TRIM_EVERY_S` while the block runs and
+    once at its end, then stops; off, nothing; inside another block, nothing more."""
     from tracekit import allocator
 
     calls = []
     monkeypatch.setattr(allocator, "trim_heap", lambda: calls.append(time.monotonic()))
     monkeypatch.setattr(A, "TRIM_EVERY_S", 0.02)
-    with A._trimming(False):
+    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
+    with A.bounded_memory(False):
         time.sleep(0.1)
     assert calls == []
     start = time.monotonic()
-    with A._trimming(True):
-        time.sleep(0.2)
+    with A.bounded_memory(True):
+        with A.bounded_memory(True):  # (nested: the outer block's thread alone)
+            time.sleep(0.2)
+        assert len([t for t in threading.enumerate() if t.name == "tracekit-trim"]) == 1
     took = time.monotonic() - start
     inside = len(calls)
     assert 2 <= inside <= took / 0.02 + 1  # every 0.02 s at most while the block ran, and once at its end
@@ -229,3 +232,28 @@ def test_large_traces_trim_glibcs_heap_while_they_are_analysed(monkeypatch):
     time.sleep(0.1)
     assert len(calls) == inside  # stopped with the block
     assert not [t for t in threading.enumerate() if t.name == "tracekit-trim"]
+
+
+def test_jemallocs_freed_pages_are_capped_only_under_the_commands_settings(monkeypatch):
+    """`bounded_memory` asks `allocator.cap_dirty` every `DIRTY_EVERY_S`, which purges
+    jemalloc's freed pages past `DIRTY_CAP_BYTES` only when `configure` chose its settings."""
+    from tracekit import allocator, jemalloc
+
+    dirty = {"bytes": 0}
+    purged = []
+    monkeypatch.setattr(jemalloc, "dirty_bytes", lambda: dirty["bytes"])
+    monkeypatch.setattr(jemalloc, "purge", lambda: purged.append(dirty["bytes"]) or True)
+    monkeypatch.setattr(allocator, "_OURS", False)
+    dirty["bytes"] = allocator.DIRTY_CAP_BYTES * 2
+    assert allocator.cap_dirty() is False and purged == []  # a user's settings: left alone
+    monkeypatch.setattr(allocator, "_OURS", True)
+    dirty["bytes"] = allocator.DIRTY_CAP_BYTES
+    assert allocator.cap_dirty() is False and purged == []  # at the cap: kept
+    dirty["bytes"] = allocator.DIRTY_CAP_BYTES + 1
+    assert allocator.cap_dirty() is True and purged == [allocator.DIRTY_CAP_BYTES + 1]
+    calls = []
+    monkeypatch.setattr(allocator, "cap_dirty", lambda: calls.append(1))
+    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
+    with A.bounded_memory(True):
+        time.sleep(0.15)
+    assert 5 <= len(calls) <= 16

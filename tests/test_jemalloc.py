@@ -61,6 +61,28 @@ def test_active_bytes_count_what_polars_holds_and_not_what_it_freed():
     assert after - before < 10  # freed: no longer counted, though not handed back (no purge)
 
 
+# Frees 400 MB of Polars columns: the freed pages jemalloc keeps (MiB), then a purge over a
+# cap above them (nothing done), one below them (done), and what is kept after it.
+DIRTY = """
+import polars as pl
+from tracekit import jemalloc
+mib = lambda: jemalloc.dirty_bytes() >> 20
+cols = [pl.Series(range(5_000_000)) for _ in range(10)]
+kept_before = mib()
+del cols
+kept = mib()
+print(kept_before, kept, jemalloc.purge_over(1 << 40), jemalloc.purge_over(64 << 20), mib())
+"""
+
+
+@linux
+def test_dirty_bytes_count_the_freed_pages_kept_and_a_purge_over_a_cap_hands_them_back():
+    kept_before, kept, over_huge, over_cap, after = run(DIRTY, _RJEM_MALLOC_CONF="dirty_decay_ms:10000")
+    assert int(kept) - int(kept_before) >= 300  # 381.5 MiB of columns freed, kept by a long decay
+    assert (over_huge, over_cap) == ("False", "True")
+    assert int(after) < 16  # handed back
+
+
 @linux
 def test_no_active_bytes_where_mallctl_is_not_found():
     code = ("import sys; from tracekit import jemalloc; print(jemalloc.active_bytes()); "

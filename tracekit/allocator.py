@@ -82,13 +82,31 @@ def configure(trace_bytes: int | None = None, analyses: bool = True) -> bool:
     """Apply the settings for traces of `trace_bytes` of JSON in all (None: unknown, as
     large), loaded to be analysed (`analyses`) or only loaded; False when Polars was
     imported already (jemalloc is then fixed)."""
+    global _OURS
     if "polars" in sys.modules:
         return False
     if _users_jemalloc() is None:
         os.environ["_RJEM_MALLOC_CONF"] = jemalloc_settings(trace_bytes, analyses)
+        _OURS = True
     if "MALLOC_ARENA_MAX" not in os.environ:
         _one_arena()
     return True
+
+
+_OURS = False  # `configure` chose jemalloc's settings (not the user)
+DIRTY_CAP_BYTES = 64 << 20  # freed pages jemalloc may keep while a large trace is analysed (`cap_dirty`)
+
+
+def cap_dirty() -> bool:
+    """While a large trace is analysed and reported (`analyse.bounded_memory`): hand
+    jemalloc's freed pages back once it keeps more than `DIRTY_CAP_BYTES`, when `configure`
+    chose its settings (its decay keeps them 200 ms, and at the 1 GB report's peaks it kept
+    0.03-0.43 GiB; a user's own settings are left alone). Whether it did."""
+    if not _OURS:
+        return False
+    from tracekit import jemalloc
+
+    return jemalloc.purge_over(DIRTY_CAP_BYTES)
 
 
 def jemalloc_settings(trace_bytes: int | None, analyses: bool = True) -> str:

@@ -13,7 +13,7 @@ not yet started). The critical path's what-ifs are computed as soon as the path 
 and its dependency graph is then let go, before the path's contexts and summary, unless
 `AnalysisOptions.keep_graph`. While the analyses of a large trace run, glibc's free heap
 is handed back every `TRIM_EVERY_S` (`allocator.trim_heap`: the C passes' columns come
-from it): on the 1 GB trace the report peaked at 0.950x (1,872 against 1,970 MB, 6
+from it), and jemalloc's freed pages past a cap (`bounded_memory`): on the 1 GB trace the report peaked at 0.950x (1,872 against 1,970 MB, 6
 alternating rounds) in 1.014x the time.
 """
 
@@ -193,7 +193,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     # on large traces the heaviest start once the critical path's graph is gone, before any
     # task not yet started (see `workers_for`)
     heavy = {name: tasks.pop(name) for name in HEAVY} if large(trace) else {}
-    with _trimming(large(trace)):
+    with bounded_memory(large(trace)):
         done = _run_all(steps.wrap(tasks), workers=workers, later=steps.wrap(heavy), ready=graph_gone)
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
@@ -214,17 +214,33 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
 
 
 @contextmanager
-def _trimming(on: bool) -> Iterator[None]:
-    """While the block runs (and `on`), a thread hands glibc's free heap back every
-    `TRIM_EVERY_S` seconds (`allocator.trim_heap`, a few ms each)."""
-    if not on:
+def bounded_memory(on: bool) -> Iterator[None]:
+    """While the block runs (and `on`: a large trace's analyses, `large`, and the report
+    made of them), a thread hands glibc's free heap back every `TRIM_EVERY_S` seconds
+    (`allocator.trim_heap`, a few ms each), and jemalloc's freed pages every `DIRTY_EVERY_S`
+    when it keeps more than the cap (`allocator.cap_dirty`: only with the `tracekit`
+    command's settings). A block inside another adds nothing.
+
+    The cap: at the 1 GB report's peaks jemalloc kept 0.03-0.43 GiB of freed pages (its
+    decay holds them 200 ms; the most after the graph's sort and beside the attribution).
+    With a 64 MiB cap the report peaked at a median 1,421 MB against 1,474 (1,387-1,427
+    against 1,468-1,490) in 1.048x the time (4 alternating rounds, `benchmarks/ab.py HEAD
+    --job report`): the pages handed back are faulted in again. A 128 MiB cap: 1,440 MB
+    (1,404-1,478) in 1.033x."""
+    if not on or _BOUNDED.is_set():
         yield
         return
+    _BOUNDED.set()
     stop = threading.Event()
+    ticks = max(1, round(TRIM_EVERY_S / DIRTY_EVERY_S))
 
     def trim() -> None:
-        while not stop.wait(TRIM_EVERY_S):
-            allocator.trim_heap()
+        n = 0
+        while not stop.wait(DIRTY_EVERY_S):
+            n += 1
+            allocator.cap_dirty()
+            if n % ticks == 0:
+                allocator.trim_heap()
 
     thread = threading.Thread(target=trim, name="tracekit-trim", daemon=True)
     thread.start()
@@ -233,7 +249,11 @@ def _trimming(on: bool) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
+        _BOUNDED.clear()
         allocator.trim_heap()
+
+
+_BOUNDED = threading.Event()  # a `bounded_memory` block is running
 
 
 def _links(trace: Trace) -> pl.DataFrame:
@@ -246,7 +266,8 @@ OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
 PHASED_BYTES = 300_000_000  # from these frames on (`_frames_bytes`; about 500 MB of JSON), HEAVY wait for the path's graph
 WORKERS = 2
-TRIM_EVERY_S = 0.25  # on large traces, glibc's free heap goes back this often (`_trimming`)
+TRIM_EVERY_S = 0.25  # on large traces, glibc's free heap goes back this often (`bounded_memory`)
+DIRTY_EVERY_S = 0.05  # and jemalloc's freed pages are looked at this often (`allocator.cap_dirty`)
 # the process's peak with two threads, in multiples of `_frames_bytes` (set when that counted every
 # column and the flows too, 0.75x as much on the 1 GB trace, at 10: 9.4x at 250 MB, 8x at 1 GB)
 MEMORY_FACTOR = 13

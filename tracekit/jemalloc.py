@@ -28,6 +28,7 @@ from collections.abc import Callable
 SYMBOL = b"_rjem_mallctl"  # jemalloc's mallctl as Rust's tikv-jemallocator names it
 PURGE = b"arena.4096.purge"  # every arena (4096: MALLCTL_ARENAS_ALL)
 ACTIVE = b"stats.arenas.4096.pactive"  # pages in use, every arena together
+DIRTY = b"stats.arenas.4096.pdirty"  # freed pages kept (until the decay hands them back)
 STEP = 1 << 20  # bytes of the file read at a time
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
@@ -46,6 +47,37 @@ def purge() -> bool:
     return mallctl(PURGE, None, None, None, 0) == 0
 
 
+def dirty_bytes() -> int | None:
+    """The bytes of the freed pages jemalloc keeps (its dirty pages, every arena:
+    `stats.arenas.<all>.pdirty`), which its decay hands back in time; None where `mallctl`
+    cannot be found."""
+    return _pages(DIRTY)
+
+
+def purge_over(limit: int) -> bool:
+    """Purge (`purge`) when jemalloc keeps more than `limit` bytes of freed pages; whether
+    it did."""
+    dirty = dirty_bytes()
+    return dirty is not None and dirty > limit and purge()
+
+
+def _pages(name: bytes) -> int | None:
+    """A page count of jemalloc's statistics, in bytes (the counts refreshed first)."""
+    mallctl = _mallctl()
+    if mallctl is None:
+        return None
+    epoch = ctypes.c_uint64(1)
+    pages, page = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    size = ctypes.c_size_t(ctypes.sizeof(pages))
+    if mallctl(b"epoch", None, None, ctypes.byref(epoch), ctypes.sizeof(epoch)) != 0:
+        return None
+    if mallctl(name, ctypes.byref(pages), ctypes.byref(size), None, 0) != 0:
+        return None
+    if mallctl(b"arenas.page", ctypes.byref(page), ctypes.byref(size), None, 0) != 0:
+        return None
+    return pages.value * page.value
+
+
 def active_bytes() -> int | None:
     """The bytes of the pages jemalloc has handed out and not had back, in every arena: what
     Polars holds, to the page (its active pages, `stats.arenas.<all>.pactive`, counted even
@@ -56,19 +88,7 @@ def active_bytes() -> int | None:
 
     The benchmarks read it to say what each result and each step holds
     (`benchmarks/phases.py`)."""
-    mallctl = _mallctl()
-    if mallctl is None:
-        return None
-    epoch = ctypes.c_uint64(1)  # (refreshes the counts it reads)
-    pages, page = ctypes.c_size_t(0), ctypes.c_size_t(0)
-    size = ctypes.c_size_t(ctypes.sizeof(pages))
-    if mallctl(b"epoch", None, None, ctypes.byref(epoch), ctypes.sizeof(epoch)) != 0:
-        return None
-    if mallctl(ACTIVE, ctypes.byref(pages), ctypes.byref(size), None, 0) != 0:
-        return None
-    if mallctl(b"arenas.page", ctypes.byref(page), ctypes.byref(size), None, 0) != 0:
-        return None
-    return pages.value * page.value
+    return _pages(ACTIVE)
 
 
 def _mallctl() -> MallCtl | None:

@@ -41,20 +41,21 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     try:
         loading = Loading(trace, status=status)
         # imported while the trace is read (they are not needed before)
-        import tracekit.analyse  # noqa: F401  (the analyses, run below)
+        import tracekit.analyse  # (the analyses, run below)
         from tracekit.report.build import Builder, ReportOptions, check_zoom
 
         render = _renderer(kind, top)
         options = ReportOptions(redact=not no_redact, top=top or ReportOptions.top, zoom=zoom)
         loaded = loading.result()
         check_zoom(loaded, zoom)
-        with Builder(options) as builder:  # (its timelines are drawn while the findings run)
+        # (a large trace's memory kept in bounds through the report's build too)
+        with tracekit.analyse.bounded_memory(tracekit.analyse.large(loaded)), Builder(options) as builder:
             analysis = analyse_trace(loaded, trace, options=options.analysis, status=status,
                                      before_findings=builder.start)
             status.step("building the report")
             model = builder.finish(loaded, analysis)
-        status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
-        text = render(model)
+            status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")
+            text = render(model)
     finally:
         status.close()
     if output is None and kind != "html":
