@@ -234,6 +234,36 @@ def test_large_traces_trim_glibcs_heap_while_they_are_analysed(monkeypatch):
     assert not [t for t in threading.enumerate() if t.name == "tracekit-trim"]
 
 
+def test_blocks_on_two_threads_share_one_trimming_thread_until_the_last_ends(monkeypatch):
+    """Two analyses at once (threads): one trimming thread, which outlives the block that
+    started it while the other still runs, and stops with that one."""
+    from tracekit import allocator
+
+    monkeypatch.setattr(allocator, "trim_heap", lambda: None)
+    monkeypatch.setattr(allocator, "cap_dirty", lambda: False)
+    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
+
+    def trimming() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "tracekit-trim"]
+
+    entered, release = threading.Event(), threading.Event()
+
+    def second() -> None:
+        with A.bounded_memory(True):
+            entered.set()
+            release.wait(5)
+
+    other = threading.Thread(target=second)
+    with A.bounded_memory(True):
+        other.start()
+        assert entered.wait(5)
+        assert len(trimming()) == 1
+    assert len(trimming()) == 1  # the first block ended, the second still runs
+    release.set()
+    other.join()
+    assert trimming() == []
+
+
 def test_jemallocs_freed_pages_are_capped_only_under_the_commands_settings(monkeypatch):
     """`bounded_memory` asks `allocator.cap_dirty` every `DIRTY_EVERY_S`, which purges
     jemalloc's freed pages past `DIRTY_CAP_BYTES` only when `configure` chose its settings."""

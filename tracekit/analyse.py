@@ -13,8 +13,9 @@ not yet started). The critical path's what-ifs are computed as soon as the path 
 and its dependency graph is then let go, before the path's contexts and summary, unless
 `AnalysisOptions.keep_graph`. While the analyses of a large trace run, glibc's free heap
 is handed back every `TRIM_EVERY_S` (`allocator.trim_heap`: the C passes' columns come
-from it), and jemalloc's freed pages past a cap (`bounded_memory`): on the 1 GB trace the report peaked at 0.950x (1,872 against 1,970 MB, 6
-alternating rounds) in 1.014x the time.
+from it): on the 1 GB trace the report peaked at 0.950x (1,872 against 1,970 MB, 6
+alternating rounds) in 1.014x the time. jemalloc's freed pages go back too, past a cap
+(`bounded_memory`).
 """
 
 from __future__ import annotations
@@ -219,7 +220,8 @@ def bounded_memory(on: bool) -> Iterator[None]:
     made of them), a thread hands glibc's free heap back every `TRIM_EVERY_S` seconds
     (`allocator.trim_heap`, a few ms each), and jemalloc's freed pages every `DIRTY_EVERY_S`
     when it keeps more than the cap (`allocator.cap_dirty`: only with the `tracekit`
-    command's settings). A block inside another adds nothing.
+    command's settings). One thread serves every block running at once (blocks on other
+    threads, or inside another): it starts with the first and stops with the last.
 
     The cap: at the 1 GB report's peaks jemalloc kept 0.03-0.43 GiB of freed pages (its
     decay holds them 200 ms; the most after the graph's sort and beside the attribution).
@@ -227,33 +229,41 @@ def bounded_memory(on: bool) -> Iterator[None]:
     against 1,468-1,490) in 1.048x the time (4 alternating rounds, `benchmarks/ab.py HEAD
     --job report`): the pages handed back are faulted in again. A 128 MiB cap: 1,440 MB
     (1,404-1,478) in 1.033x."""
-    if not on or _BOUNDED.is_set():
+    if not on:
         yield
         return
-    _BOUNDED.set()
-    stop = threading.Event()
-    ticks = max(1, round(TRIM_EVERY_S / DIRTY_EVERY_S))
-
-    def trim() -> None:
-        n = 0
-        while not stop.wait(DIRTY_EVERY_S):
-            n += 1
-            allocator.cap_dirty()
-            if n % ticks == 0:
-                allocator.trim_heap()
-
-    thread = threading.Thread(target=trim, name="tracekit-trim", daemon=True)
-    thread.start()
+    with _BOUNDED_LOCK:
+        _BOUNDED["blocks"] += 1
+        if _BOUNDED["blocks"] == 1:
+            stop = threading.Event()
+            thread = threading.Thread(target=_bound, args=(stop,), name="tracekit-trim", daemon=True)
+            _BOUNDED.update(stop=stop, thread=thread)
+            thread.start()
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
-        _BOUNDED.clear()
-        allocator.trim_heap()
+        with _BOUNDED_LOCK:
+            _BOUNDED["blocks"] -= 1
+            last = None if _BOUNDED["blocks"] else (_BOUNDED.pop("stop"), _BOUNDED.pop("thread"))
+        if last is not None:
+            last[0].set()
+            last[1].join()
+            allocator.trim_heap()
 
 
-_BOUNDED = threading.Event()  # a `bounded_memory` block is running
+def _bound(stop: threading.Event) -> None:
+    """`bounded_memory`'s thread, until `stop` is set."""
+    ticks = max(1, round(TRIM_EVERY_S / DIRTY_EVERY_S))
+    n = 0
+    while not stop.wait(DIRTY_EVERY_S):
+        n += 1
+        allocator.cap_dirty()
+        if n % ticks == 0:
+            allocator.trim_heap()
+
+
+_BOUNDED: dict[str, Any] = {"blocks": 0}  # `bounded_memory` blocks running, and their thread while any is
+_BOUNDED_LOCK = threading.Lock()
 
 
 def _links(trace: Trace) -> pl.DataFrame:

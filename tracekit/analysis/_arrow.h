@@ -185,15 +185,22 @@ static inline void release_stream(struct ArrowArrayStream *stream) {
     stream->release = NULL;
 }
 
-static inline void free_capsule(PyObject *capsule) {
-    struct ArrowArrayStream *stream = PyCapsule_GetPointer(capsule, "arrow_array_stream");
-    if (!stream) {
-        PyErr_Clear();
-        return;
+/* PyCapsule destructors of the Arrow C structs: the struct is released, unless its
+ * consumer took it over (its `release` is then NULL), and freed. */
+#define ARROW_CAPSULE_DESTRUCTOR(fn, type, capsule_name)             \
+    static inline void fn(PyObject *capsule) {                       \
+        struct type *p = PyCapsule_GetPointer(capsule, capsule_name); \
+        if (!p) {                                                    \
+            PyErr_Clear();                                           \
+            return;                                                  \
+        }                                                            \
+        if (p->release) p->release(p);                               \
+        free(p);                                                     \
     }
-    if (stream->release) stream->release(stream);
-    free(stream);
-}
+
+ARROW_CAPSULE_DESTRUCTOR(free_capsule, ArrowArrayStream, "arrow_array_stream")
+ARROW_CAPSULE_DESTRUCTOR(free_schema_capsule, ArrowSchema, "arrow_schema")
+ARROW_CAPSULE_DESTRUCTOR(free_array_capsule, ArrowArray, "arrow_array")
 
 /* A capsule of an Arrow C stream holding `o` (taken over, also on failure). */
 static inline PyObject *column_capsule(Output *o) {

@@ -1796,26 +1796,6 @@ static void release_field(struct ArrowSchema *f) {
     f->release = NULL;
 }
 
-static void free_schema_capsule(PyObject *capsule) {
-    struct ArrowSchema *sc = PyCapsule_GetPointer(capsule, "arrow_schema");
-    if (!sc) {
-        PyErr_Clear();
-        return;
-    }
-    if (sc->release) sc->release(sc);
-    free(sc);
-}
-
-static void free_array_capsule(PyObject *capsule) {
-    struct ArrowArray *a = PyCapsule_GetPointer(capsule, "arrow_array");
-    if (!a) {
-        PyErr_Clear();
-        return;
-    }
-    if (a->release) a->release(a);
-    free(a);
-}
-
 static Mem *mem_in(PyObject *obj) {
     if (!PyObject_TypeCheck(obj, &BufferType)) {
         PyErr_SetString(PyExc_TypeError, "a column buffer of this scanner was expected");

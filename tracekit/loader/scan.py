@@ -116,8 +116,8 @@ class Reader:
     def _fill_direct(self, n: int) -> None:
         """`_fill` by reading into a new buffer that holds what is pending and then the text
         up to `n` bytes (to the end of the file, if it comes first). A buffer asked to grow
-        by a little at a time (the head's search for its key, the rest of the file) grows at
-        least twofold, so the text is copied a few times at most."""
+        by a little at a time (the head's search for its key, the rest of the file) grows by at
+        least its own size (up to 256 MB a time), so the text is copied a few times at most."""
         have = len(self._buf)
         if have >= n or self.eof:
             return

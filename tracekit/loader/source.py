@@ -114,9 +114,7 @@ class Stream:
     def read_into(self, view: memoryview) -> int:
         """Read the next bytes of a plain file (`direct`) into `view`; 0 at the end. The
         stream is read this way or as pieces (iterated), not both."""
-        if self.size_bytes > self.max_bytes:
-            raise TraceTooLargeError(f"file is {self.size_bytes:,} bytes, over the limit of {self.max_bytes:,}",
-                                     path=self.path)
+        self._check_size()
         try:
             got = self._fh.readinto(view)
         except OSError as exc:
@@ -124,6 +122,12 @@ class Stream:
         self.total += got
         self.position += got
         return got
+
+    def _check_size(self) -> None:
+        """A plain file over the size limit is refused before it is read."""
+        if self.size_bytes > self.max_bytes:
+            raise TraceTooLargeError(f"file is {self.size_bytes:,} bytes, over the limit of {self.max_bytes:,}",
+                                     path=self.path)
 
     def _produce(self, source: Iterator[bytes], q: queue.Queue) -> None:
         try:
@@ -149,9 +153,7 @@ class Stream:
             if self.compressed:
                 yield from self._inflate()
                 return
-            if self.size_bytes > self.max_bytes:
-                raise TraceTooLargeError(f"file is {self.size_bytes:,} bytes, over the limit of {self.max_bytes:,}",
-                                         path=self.path)
+            self._check_size()
             while piece := self._fh.read(self.piece_bytes):
                 self.total += len(piece)
                 self.position += len(piece)
