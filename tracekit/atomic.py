@@ -8,8 +8,9 @@ umask), not the 0600 of a temporary file.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,10 +60,48 @@ def write_file(path: str | os.PathLike[str], content: bytes | str | Callable[[IO
     return target
 
 
-def write_output(path: str | os.PathLike[str], content: bytes | str) -> None:
-    """`write_file` for a file the user named: `OutputError` (exit 2, one line) when it
-    cannot be written; the old file is then unchanged."""
+def write_output(path: str | os.PathLike[str], content: bytes | str, *,
+                 inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Write `content` to a path the user named: `OutputError` (exit 2, one line) when it
+    cannot be written, the old file then unchanged.
+
+    A regular file (or a new one) is written atomically; a symbolic link is followed and
+    its target written, the link kept; anything else (a character device such as
+    `/dev/null` or `/dev/stdout`, a FIFO) is written through, never replaced. An output
+    that is one of `inputs` is refused before anything is written."""
+    shown = os.fspath(path)
+    target = Path(os.path.realpath(path))
+    check_output(path, inputs)
     try:
-        write_file(path, content)
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
-        raise OutputError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                raise OutputError(f"cannot write {shown}: it is a folder")
+            with open(target, "wb") as fh:  # a device or a FIFO: written through, never replaced
+                fh.write(content.encode("utf-8") if isinstance(content, str) else content)
+        else:
+            write_file(target, content)
+    except OSError as exc:
+        raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+
+
+def check_output(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """`OutputError` when `path` (a link followed) is one of `inputs`: a command checks
+    this before its work, so that `report T -o T` never overwrites the trace it read."""
+    target = Path(os.path.realpath(path))
+    for source in inputs:
+        if _same_file(target, source):
+            raise OutputError(f"cannot write {os.fspath(path)}: it is the input trace {os.fspath(source)}")
+
+
+def _same_file(target: Path, source: str | os.PathLike[str]) -> bool:
+    """`target` names the same file as `source` (both exist and share device and inode)."""
+    try:
+        return os.path.samefile(target, source)
+    except OSError:
+        return False

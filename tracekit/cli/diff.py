@@ -8,7 +8,7 @@ import sys
 import click
 
 from tracekit import format as fmt
-from tracekit.atomic import write_output
+from tracekit.atomic import check_output, write_output
 from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace
 from tracekit.cli.options import Finite, max_bytes_opt
 from tracekit.cli.progress import Status, progress_opt
@@ -55,6 +55,8 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
     input (unreadable trace, bad arguments).
     """
     kind = kind or format_from(output)
+    if output is not None or kind == "html":
+        check_output(output or "diff.html", [before, after])
     status = Status(enabled=progress)
     try:
         status.label = "before: "
@@ -73,7 +75,7 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
         sys.stdout.write(text)
     else:
         path = output or "diff.html"
-        write_output(path, text)
+        write_output(path, text, inputs=[before, after])
         click.echo(f"wrote {path}", err=True)
     h = result.headline
     if fail_pct is not None and result.regressed(fail_pct):

@@ -74,6 +74,9 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
 @set_opt
 def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...]) -> None:
     """Write the trace with the critical path (flow arrows, a track) and findings (instants) added."""
+    from tracekit.atomic import check_output
+
+    check_output(output, [trace])
     loading = Loading(trace)
     from tracekit.analysis.critical_path import critical_path as compute
     from tracekit.findings import Config, run_findings

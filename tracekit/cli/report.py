@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from tracekit.atomic import write_output
+from tracekit.atomic import check_output, write_output
 from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg
 from tracekit.cli.progress import Status, progress_opt
 
@@ -37,6 +37,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     opens from disk, a CI artifact or an email attachment.
     """
     kind = fmt or format_from(output)
+    check_output(output or _default_name(trace), [trace])
     status = Status(enabled=progress)
     try:
         loading = Loading(trace, status=status)
@@ -62,7 +63,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         sys.stdout.write(text)
         return
     path = output or _default_name(trace)
-    write_output(path, text)
+    write_output(path, text, inputs=[trace])
     click.echo(f"wrote {path}", err=True)
 
 

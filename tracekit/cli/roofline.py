@@ -56,7 +56,7 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
     findings = roofline_findings(result)
     if svg_file:
         svg = roofline_svg(result, title=f"Roofline: {Path(trace).name}")
-        write_output(svg_file, svg)
+        write_output(svg_file, svg, inputs=[trace])
     if as_json:
         emit_json(_json(trace, result, findings, top))
         return

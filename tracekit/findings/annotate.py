@@ -100,7 +100,7 @@ def write_annotated(source: str | os.PathLike[str], output: str | os.PathLike[st
     out = Path(output)
     if out.name.endswith(".gz"):
         data = _gzip(data, compresslevel=3, mtime=0)
-    write_output(out, data)
+    write_output(out, data, inputs=[source])
     kinds = [e["ph"] for e in extra]
     return {"events": len(events), "flows": kinds.count("s"), "path_slices": kinds.count("X"),
             "instants": kinds.count("i")}
