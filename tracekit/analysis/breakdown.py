@@ -1,8 +1,10 @@
 """Temporal breakdown per device: compute, communication, memory and idle time.
 
 Classes of GPU work (each activity is in exactly one):
-- communication: kernels whose name contains `nccl` or `rccl` (any case): NCCL/RCCL
-  collectives and send/recv. Never "any kernel named `hip…`" (HTA's mistake).
+- communication: kernels whose taxonomy class is `communication` (`taxonomy.is_communication`,
+  the one definition the kernel table, the critical path and the findings share): NCCL/RCCL
+  collectives and send/recv, NVSHMEM, DeepEP dispatch/combine, custom and symmetric-memory
+  all-reduce. Never "any kernel named `hip…`" (HTA's mistake).
 - memory: `gpu_memcpy` and `gpu_memset` activities (copy *kernels* are compute).
 - compute: every other kernel.
 
@@ -31,11 +33,11 @@ import polars as pl
 
 from tracekit.analysis.intervals import union_ns_plan
 from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.taxonomy import is_communication
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.model import Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
-COMMUNICATION = r"(?i)nccl|rccl"
 CLASSES = ("compute", "communication", "memory")
 
 BREAKDOWN_SCHEMA: dict[str, pl.DataType] = {
@@ -45,11 +47,12 @@ BREAKDOWN_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def work_class(cat: pl.Expr, name: pl.Expr) -> pl.Expr:
-    """'memory' | 'communication' | 'compute' for GPU work rows."""
+def work_class(rows: pl.DataFrame) -> pl.Expr:
+    """'memory' | 'communication' | 'compute' for the GPU work rows `rows` (columns `cat`, `name`):
+    copies and sets are memory, kernels of taxonomy class `communication` communication."""
     return (
-        pl.when(cat.is_in(["gpu_memcpy", "gpu_memset"])).then(pl.lit("memory"))
-        .when(name.str.contains(COMMUNICATION)).then(pl.lit("communication"))
+        pl.when(pl.col("cat").is_in(["gpu_memcpy", "gpu_memset"])).then(pl.lit("memory"))
+        .when(is_communication(rows["name"])).then(pl.lit("communication"))
         .otherwise(pl.lit("compute"))
     )
 
@@ -84,7 +87,8 @@ def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None) -> Breakdown
     """Compute / communication / memory / idle per device; see the module docstring."""
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
-    rows = windowed(work, bounds).lazy().with_columns(cls=work_class(pl.col("cat"), pl.col("name")))
+    rows = windowed(work, bounds)
+    rows = rows.lazy().with_columns(cls=work_class(rows))
     parts = {
         "c": rows.filter(pl.col("cls") == "compute"),
         "n": rows.filter(pl.col("cls") == "communication"),

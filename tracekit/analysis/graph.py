@@ -287,7 +287,7 @@ def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """GPU work rows with launch info and class (gpu_compute | gpu_memory | communication)."""
     if links.is_empty():
         return pl.DataFrame(schema=_WORK_SCHEMA)
-    cls = work_class(pl.col("cat"), pl.col("name")).replace_strict(_GPU_CLASS, return_dtype=CLASS)
+    cls = work_class(links).replace_strict(_GPU_CLASS, return_dtype=CLASS)
     return links.lazy().filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
         "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",

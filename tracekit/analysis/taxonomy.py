@@ -25,12 +25,15 @@ Class rules, in order (first match wins; `CLASS_RULES` below is the full table a
 `docs/kernel-taxonomy.md` explains every token):
 
 1. memcpy, memset: activity names `Memcpy ...`, `Memset ...`; ROCm `__amd_rocclr_fill*`
-2. communication: `nccl`, `rccl`, `msccl`, `nvshmem`, custom all-reduce (never a `hip` prefix)
+2. communication: `nccl`, `rccl`, `msccl`, `nvshmem`, DeepEP dispatch/combine, custom and
+   symmetric-memory all-reduce (never a `hip` prefix); `is_communication` is the one definition
+   that the breakdown, the critical path and the findings use
 3. attention: FlashAttention, `fmha`, `sdpa`, flex, `attention` (fused kernels only)
 4. Triton by kind: `triton_tem_*mm` gemm, `triton_poi_` elementwise, `triton_red_`/`_per_`
    reduction (softmax/norm when named), any other `triton_` -> `triton`
 5. softmax, normalization (layer/RMS/batch/group norm), conv (`convolve`, `fprop`/`dgrad`/
-   `wgrad`, `scudnn`, Winograd, FFT), gemm (`gemm`, `gemv`, `Cijk_`, cuBLAS helpers)
+   `wgrad`, `scudnn`, Winograd, FFT), gemm (`gemm`, `gemv`, `Cijk_`, cuBLAS `nvjet_`,
+   trtllm-gen `bmm_`, cuBLAS helpers)
 6. embedding, indexing, copy, sort_scan, pooling, reduction, elementwise; else `other`
 """
 
@@ -51,10 +54,10 @@ KERNEL_CLASSES: tuple[str, ...] = (
     "memset", "triton", "other",
 )
 LIBRARIES: tuple[str, ...] = (
-    "runtime", "rocclr", "nccl", "rccl", "flash_attn", "triton", "cudnn", "cublas", "cutlass",
-    "tensile", "ck", "cub", "fbgemm", "apex", "pytorch_aten", "unknown",
+    "runtime", "rocclr", "nccl", "rccl", "deep_ep", "flash_attn", "triton", "cudnn", "cublas",
+    "cutlass", "trtllm_gen", "tensile", "ck", "cub", "fbgemm", "apex", "pytorch_aten", "unknown",
 )
-PRECISIONS: tuple[str, ...] = ("fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64")
+PRECISIONS: tuple[str, ...] = ("fp4", "fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64")
 ATTENTION_BACKENDS: tuple[str, ...] = ("flash", "flash3", "efficient", "cudnn", "flex", "ck")
 # Classes whose kernels never run on tensor cores: their `tensor_cores` is False.
 NO_MMA_CLASSES: tuple[str, ...] = (
@@ -84,14 +87,25 @@ class Extract:
 
 
 _TRITON = r"^(?:void )?triton_"
+# cuBLAS's Hopper/Blackwell GEMMs: `nvjet_[sm100_]<types>_<tile>_..._<ops>`; the type letters
+# (q = fp8, t = bf16, h = fp16, s = fp32) are operands, compute, output
+_NVJET = r"^(?:void )?nvjet_(?:sm\d+_)?"
+# trtllm-gen batched GEMMs (TensorRT-LLM, FlashInfer): `bmm_<out>_<a><b>_<acc>_t<MxNxK>...`
+_TRTLLM_BMM = r"^bmm_[A-Z][A-Za-z0-9]*_[A-Z][A-Za-z0-9]*_[A-Z][A-Za-z0-9]*_t\d+x\d+x\d+"
+_BMM_OPERANDS = r"^bmm_[A-Za-z0-9]+_"
+# DeepEP's expert-parallel collectives (`deep_ep::` on GitHub, `dpsk::ep::` in DeepSeek's own
+# traces); its `get_dispatch_layout` only counts tokens, and `cdpsk::ep::` is CUB
+_DEEP_EP = r"(?:^|[^a-z])(?:deep_ep|dpsk::ep)::(?:[a-z_]+::)*"
 
 CLASS_RULES: tuple[Rule, ...] = (
     Rule("memcpy", r"(?i)^memcpy", "Kineto gpu_memcpy activity names"),
     Rule("memset", r"(?i)^memset|__amd_rocclr_fill", "gpu_memset activities; ROCm fill kernels"),
     Rule("communication",
-         r"(?i)nccl|rccl|msccl|nvshmem|cross_device_reduce|custom_?all_?reduce"
-         r"|(?:^|[^a-z])all_?(?:reduce|gather|to_?all)_|(?:^|[^a-z])reduce_?scatter",
-         "collective kernels; a `hip` prefix alone is NOT communication"),
+         r"(?i)nccl|rccl|msccl|nvshmem|cross_device_reduce|custom_?all_?reduce|(?:one|two)_?shot_?all_?reduce"
+         r"|(?:^|[^a-z])all_?(?:reduce|gather|to_?all)_|(?:^|[^a-z])reduce_?scatter"
+         r"|" + _DEEP_EP + r"(?:dispatch|combine|notify|cached_notify|barrier|clean_)",
+         "collectives: NCCL/RCCL, NVSHMEM, DeepEP dispatch/combine, custom and symmetric-memory "
+         "all-reduce; a `hip` prefix alone is NOT communication"),
     Rule("attention",
          r"(?i)flash_fwd|flash_bwd|flash::|pytorch_flash|flashattn|flash_attn|fmha|mem_eff"
          r"|efficient_attention|attentionkernel|attentionbackwardkernel|sdpa|attention|flex_decoding"
@@ -115,8 +129,8 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"(?i)convolution|convolve|conv[123]d|_conv_|depthwise|fprop|dgrad|wgrad|scudnn"
          r"|cudnn::cnn::|cutlass_cudnn|winograd|fft2d_|im2col|col2im|cask_cudnn|implicit_?gemm",
          "cuDNN engines, implicit-GEMM conv, Winograd, FFT conv and their helpers"),
-    Rule("gemm", r"(?i)gemm|gemv|^cijk_|cublas|matmul|epilogue::impl|magma_",
-         "BLAS kernels and cuBLAS/cuBLASLt helpers (split-K reduce, epilogue)"),
+    Rule("gemm", r"(?i)gemm|gemv|^cijk_|cublas|matmul|epilogue::impl|magma_|" + _NVJET + "|" + _TRTLLM_BMM,
+         "BLAS kernels, cuBLAS `nvjet_`, trtllm-gen `bmm_`, cuBLAS/cuBLASLt helpers (split-K reduce, epilogue)"),
     Rule("embedding",
          r"(?i)embedding|indexselect|bounds_check_indices|linearize_index",
          "nn.Embedding (index_select), FBGEMM TBE"),
@@ -140,8 +154,9 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule("elementwise",
          r"(?i)elementwise|fillfunctor|fill_kernel|multi_tensor_apply|foreach|dropout|distribution"
          r"|bernoulli|random|adam|adagrad|sgd|scalepackedtensor|quantize|_to_float|hfp8"
-         r"|relu|gelu|silu|sigmoid|tanh|clamp|where_kernel|masked_fill|arange|range_(?:cuda_)?kernel",
-         "TensorIterator kernels, fills, optimizers, activations, (de)quantization"),
+         r"|relu|gelu|silu|sigmoid|tanh|clamp|where_kernel|masked_fill|arange|range_(?:cuda_)?kernel"
+         r"|swiglu|rotary|(?:^|[^a-z])(?:per_token_)?cast_(?:to|back)",
+         "TensorIterator kernels, fills, optimizers, activations, RoPE, casts, (de)quantization"),
 )
 
 LIBRARY_RULES: tuple[Rule, ...] = (
@@ -149,6 +164,7 @@ LIBRARY_RULES: tuple[Rule, ...] = (
     Rule("rocclr", r"__amd_rocclr", "ROCm runtime blit kernels"),
     Rule("rccl", r"(?i)rccl", "ROCm RCCL (it also names kernels ncclDevKernel_*)"),
     Rule("nccl", r"(?i)nccl|msccl", "NCCL collectives"),
+    Rule("deep_ep", _DEEP_EP, "DeepEP expert-parallel dispatch/combine and their layout kernels"),
     Rule("flash_attn", r"(?i)pytorch_flash|flash::|flash_fwd|flash_bwd|flashattn|flash_attn",
          "FlashAttention 2/3 (package or PyTorch's vendored copy)"),
     Rule("triton", _TRITON + r"|(?i:flex_attention|flex_decoding)", "Triton (Inductor, flex)"),
@@ -158,9 +174,10 @@ LIBRARY_RULES: tuple[Rule, ...] = (
          "cuDNN and its internal CUTLASS/xmma/cask kernels"),
     Rule("cublas",
          r"(?i)cublas|^(?:void )?(?:maxwell|pascal|volta|turing|ampere|hopper|blackwell|sm\d+)_\w*gemm"
-         r"|gemv|gemmsn|gemmk1|splitkreduce|epilogue::impl|magma_sgemm|sgemm_largek|gcgemm",
-         "cuBLAS/cuBLASLt (names ending `_cublas`, arch-prefixed gemm, gemv, helpers)"),
+         r"|gemv|gemmsn|gemmk1|splitkreduce|epilogue::impl|magma_sgemm|sgemm_largek|gcgemm|" + _NVJET,
+         "cuBLAS/cuBLASLt (names ending `_cublas`, arch-prefixed gemm, `nvjet_`, gemv, helpers)"),
     Rule("cutlass", r"(?i)cutlass", "CUTLASS instances (cuBLAS ships some; mem-efficient attention)"),
+    Rule("trtllm_gen", _TRTLLM_BMM, "trtllm-gen batched GEMMs (TensorRT-LLM / FlashInfer MoE)"),
     Rule("tensile", r"^Cijk_", "Tensile GEMM (rocBLAS / hipBLASLt)"),
     Rule("ck", r"(?i)ck::|ck_tile::|kernel_batched_gemm|device_gemm_xdl|gridwise_gemm",
          "AMD Composable Kernel"),
@@ -184,7 +201,17 @@ PRECISION_RULES: tuple[Rule, ...] = (
     Rule("tf32", _TENSILE_TYPE + r"X", "Tensile: XS"),
     Rule("fp32", _TENSILE_TYPE + r"S", "Tensile: SB (S = single, B = beta)"),
     Rule("fp64", _TENSILE_TYPE + r"D", "Tensile: DB"),
+    Rule("fp8", _NVJET + "qq", "nvjet: fp8 operands"),
+    Rule("fp16", _NVJET + "h", "nvjet: fp16 operands (hsh, hss)"),
+    Rule("bf16", _NVJET + "t", "nvjet: bf16 operands (tst)"),
+    Rule("tf32", _NVJET + r"s\w*tf32", "nvjet: fp32 data on TF32 MMA"),
+    Rule("fp32", _NVJET + "s", "nvjet: fp32"),
+    Rule("fp4", _BMM_OPERANDS + r"(?:Mx)?E2m1", "trtllm-gen: the operands' type, after the output's"),
+    Rule("fp8", _BMM_OPERANDS + r"(?:Mx)?E[45]m[23]", "trtllm-gen"),
+    Rule("bf16", _BMM_OPERANDS + "Bfloat16", "trtllm-gen"),
+    Rule("fp16", _BMM_OPERANDS + "Fp16", "trtllm-gen"),
     Rule("fp8", r"(?i)fp8|float8|e4m3|e5m2|f8f8|_f8_", ""),
+    Rule("fp4", r"(?i)e2m1|nvfp4|mxfp4", "FP4 (NVFP4, MXFP4)"),
     Rule("int8", r"(?i)int8|i8i8|i8816|i16832|imma|igemm|_s8_|s8s8|u8u8", ""),
     Rule("bf16", r"(?i)bf16|bfloat16", ""),
     Rule("fp16", r"(?i)fp16|f16|half|h884|h1688|h16816|hgemm", "`bf16` already matched above"),
@@ -200,6 +227,8 @@ TENSOR_CORE_RULES: tuple[Rule, ...] = (
     Rule(True, r"(?i)^cijk_.*_MI\d+x\d+x\d+", "Tensile MFMA instruction (matrix cores)"),
     Rule(False, r"(?i)^cijk_", "Tensile without MI = VALU"),
     Rule(False, r"(?i)ffma|hfma|simt", "FMA on CUDA cores"),
+    Rule(True, _NVJET + r"(?:qq|t|h|s\w*tf32)|" + _TRTLLM_BMM,
+         "nvjet and trtllm-gen GEMMs run on Hopper/Blackwell MMA (wgmma, tcgen05)"),
     Rule(True,
          r"(?i)tensorop|wmma|hmma|imma|xmma|gmma|warpgroup|mfma|xdl|tensor\d+x\d+x\d+|s16816|s161616"
          r"|h16816|h1688|s1688|h884|s884|i8816|i16832|_mma_",
@@ -223,6 +252,7 @@ ATTENTION_BACKEND_RULES: tuple[Rule, ...] = (
 
 TILE_EXTRACTS: tuple[Extract, ...] = (
     Extract(r"tilesize(\d+x\d+x\d+)", notes="xmma: tilesize128x128x64"),
+    Extract(r"^bmm_[A-Za-z0-9_]*?_t(\d+x\d+x\d+)", notes="trtllm-gen: t128x8x128"),
     Extract(r"_MT(\d+x\d+x\d+)_", notes="Tensile macro tile"),
     Extract(r"_(\d+x\d+_\d+)x\d+_", sub=(r"^(\d+x\d+)_(\d+)$", "${1}x${2}"),
             notes="CUTLASS MxN_KxStages"),
@@ -235,6 +265,9 @@ LAYOUT_EXTRACTS: tuple[Extract, ...] = (
     Extract(r"^Cijk_(Ailk_Bjlk)", sub=(".*", "nt")),
     Extract(r"^Cijk_(Alik_Bjlk)", sub=(".*", "tt")),
     Extract(r"_(tn|nt|nn|tt)(?:_|$)", notes="cuBLAS/CUTLASS layout suffix"),
+    Extract(_NVJET + r"\w*_([TN]{2})[TN]$", notes="nvjet: ops of A, B (then C): _TNT"),
+    Extract(r"^bmm_\w*?_(TN|NT|NN|TT)_", notes="trtllm-gen: _TN_"),
+    Extract(r"cutlass3x_\w*?_\d+_([tn]{2})[tn]_align", notes="CUTLASS 3: layouts of A, B, C (_tnt_align8)"),
 )
 ARCH_EXTRACTS: tuple[Extract, ...] = (
     Extract(r"(?i)(?:^|[^a-z])sm_?(\d{2,3})(?:[a-z]?(?:[^0-9a-z]|$))", prefix="sm"),
@@ -342,7 +375,8 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
             attention_backend=pl.when(pl.col("kernel_class") == "attention")
             .then(_first_match(ATTENTION_BACKEND_RULES, None, pl.String())),
             tile=pl.when(tiled).then(_first_extract(TILE_EXTRACTS)),
-            layout=pl.when(pl.col("kernel_class") == "gemm").then(_first_extract(LAYOUT_EXTRACTS)),
+            layout=pl.when(pl.col("kernel_class") == "gemm").then(
+                _first_extract(LAYOUT_EXTRACTS).str.to_lowercase()),
         )
         .with_columns(tensor_cores=_tensor_cores())
         .select(list(CLASSIFICATION_SCHEMA))
@@ -354,6 +388,22 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
 def classify_name(name: str) -> dict[str, Any]:
     """The taxonomy attributes of one name, as a dict (convenience for tests and REPLs)."""
     return classify_names(pl.Series([name], dtype=pl.String())).row(0, named=True)
+
+
+def communication_names(names: pl.Series | Iterable[str | None]) -> list[str]:
+    """The distinct names among `names` whose class is `communication`: the one definition of a
+    communication kernel, classified over the distinct names only."""
+    classes = classify_names(names)
+    return classes.filter(pl.col("kernel_class") == "communication")["name"].to_list()
+
+
+def is_communication(names: pl.Series, column: str = "name") -> pl.Expr:
+    """True where `column` holds a communication kernel's name, False elsewhere (null too).
+
+    `names` is the column the expression will run over (or a superset): its distinct names are
+    classified once, and the expression is a plain membership test.
+    """
+    return pl.col(column).is_in(communication_names(names)).fill_null(False)
 
 
 def category_in(*cats: str) -> pl.Expr:

@@ -1,12 +1,12 @@
-"""Rules about communication (NCCL/RCCL collectives)."""
+"""Rules about communication (kernels of taxonomy class `communication`)."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.breakdown import COMMUNICATION
 from tracekit.analysis.order import longest
+from tracekit.analysis.taxonomy import is_communication
 from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
@@ -25,7 +25,8 @@ def low_comm_overlap(ctx: Context, p: Params) -> Hit | None:
     if b.communication_total_ns < p.min_comm_share * b.span_ns or b.overlap_share >= p.max_overlap:
         return None
     # (one filter of the GPU rows: `Trace.kernels` first copied every kernel, 0.08 GB on the 1 GB trace)
-    comm = longest(ctx.trace.gpu.filter((pl.col("cat") == "kernel") & pl.col("name").str.contains(COMMUNICATION)))
+    gpu = ctx.trace.gpu
+    comm = longest(gpu.filter((pl.col("cat") == "kernel") & is_communication(gpu["name"])))
     return Hit(title=f"Only {fmt.pct(b.overlap_share)} of {fmt.ns(b.communication_total_ns)} of communication overlaps "
                      f"computation; {fmt.ns(b.communication_ns)} is exposed",
                time_lost_ns=b.communication_ns, evidence=ctx.evidence(comm))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.breakdown import COMMUNICATION
 from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES, LISTED
 from tracekit.analysis.intervals import union_ns
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.order import longest_gaps
+from tracekit.analysis.taxonomy import is_communication
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
@@ -76,7 +76,8 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
                     "low_comm_overlap).",
       min_stream_busy_ns=100_000, max_overlap_share=0.01)
 def stream_serialisation(ctx: Context, p: Params) -> list[Hit]:
-    work = work_rows(ctx.trace).filter(~pl.col("name").str.contains(COMMUNICATION))  # see low_comm_overlap
+    work = work_rows(ctx.trace)
+    work = work.filter(~is_communication(work["name"]))  # see low_comm_overlap
     if work.is_empty():
         return []
     per = union_ns(work, by=["device", "stream"]).filter(pl.col("union_ns") >= p.min_stream_busy_ns)
