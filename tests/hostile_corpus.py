@@ -387,7 +387,7 @@ def hostile_cases() -> list[Case]:
         {"ph": "B", "name": "never_ends", "pid": 1, "tid": 2, "ts": 3},
         {"ph": "E", "pid": 1, "tid": 3, "ts": 4},
         {"ph": "E", "pid": 1, "tid": 2, "ts": 1})),
-        partial("unmatched_B", "unmatched_E", names=SANDWICH))
+        partial("unclosed_begin", "unmatched_E", names=(*SANDWICH, "never_ends")))
     add("duplicate_ids", file_writer("dups.json", sandwich(
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 1,
          "args": {"correlation": 5, "External id": 1}},

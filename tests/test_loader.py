@@ -208,11 +208,12 @@ def test_begin_end_pairs_instants_counters_async(tmp_path):
     ]
     t = tracekit.load(write(tmp_path, json.dumps({"traceEvents": events})))
     slices = {r["name"]: (r["ph"], r["ts_ns"], r["dur_ns"]) for r in t.ops.iter_rows(named=True)}
-    assert slices == {"outer": ("B", 0, 9000), "inner": ("B", 2000, 3000), "req": ("b", 10000, 5000)}
+    assert slices == {"outer": ("B", 0, 9000), "inner": ("B", 2000, 3000), "req": ("b", 10000, 5000),
+                      "open": ("B", 1000, 0)}  # closed at its thread's last end: its own time
     assert t.instants["name"].to_list() == ["mark"] and t.instants["scope"].to_list() == ["t"]
     assert sorted(zip(t.counters["series"], t.counters["value"])) == [("gpu", 2.5), ("heap", 10.0)]
     codes = dict(zip(t.warnings["code"], t.warnings["count"]))
-    assert codes["unmatched_B"] == 1 and codes["unmatched_E"] == 1 and codes["duplicate_metadata"] == 1
+    assert codes["unclosed_begin"] == 1 and codes["unmatched_E"] == 1 and codes["duplicate_metadata"] == 1
     assert t.meta.threads.filter(pl.col("tid") == "1")["name"].to_list() == ["renamed"]
     assert t.meta.format == "chrome"
 

@@ -528,7 +528,8 @@ def test_warnings_read_in_the_number_of_their_count(lone):
     trace = loads(json.dumps({"traceEvents": events}).encode())
     notes = {r["code"]: r["message"] for r in trace.warnings.iter_rows(named=True)}
     b = "1 'B' event (B/E) had" if lone == 1 else "2 'B' events (B/E) had"
-    assert notes["unmatched_B"] == f"{b} no matching end; dropped"
+    assert notes["unclosed_begin"] == f"{b} no matching end; closed at the last end of any event on " + (
+        "its thread" if lone == 1 else "their thread")
     assert notes["out_of_order"] == ("2 events appear earlier in time than the event before them on their thread; "
                                      "frames are sorted by time")  # ts 3 after 5, 1 after 3
 

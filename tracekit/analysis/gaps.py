@@ -39,6 +39,8 @@ Cause, first rule that applies (CAUSES):
    latency, a wait on another device or on a host event), or the next activity has no
    launch call in the trace (launched before the capture began), so rules 4, 5 and 7
    cannot be judged.
+When the trace's host and GPU clocks disagree (a `clock_offset` load warning), rules 3, 4,
+5 and 7, which compare host times with GPU times, are not applied: such gaps are `other`.
 
 Blame (not looked up for `short` gaps): `blame_op` is the innermost `cpu_op` running on T
 when the gap opened (g0), `annotation` the innermost `user_annotation`, `module` the
@@ -64,6 +66,7 @@ from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
+from tracekit.loader.clocks import clocks_disagree
 from tracekit.loader.constants import constant_columns
 from tracekit.model import TEXT, Trace
 
@@ -152,7 +155,8 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     del distinct, blame
     found = found.hstack(_shared(evidence, at)).with_columns(other_busy_ns=other_busy)
     del evidence, other_busy
-    found = found.with_columns(cause=_cause(min_gap_ns)).hstack(_shared(blamed, at))
+    found = found.with_columns(cause=_cause(min_gap_ns, clocks_agree=not clocks_disagree(trace))).hstack(
+        _shared(blamed, at))
     del blamed, at
     # a column of one value (no windows, no modules: nulls; one device) held as that value
     # (`loader.constants`): 12 MB of the 1 GB trace's gaps, for the rest of the report
@@ -349,14 +353,22 @@ def _short(min_gap_ns: int) -> pl.Expr:
     return pl.col("gap_ns") < min_gap_ns
 
 
-def _cause(min_gap_ns: int) -> pl.Expr:
+def _cause(min_gap_ns: int, *, clocks_agree: bool = True) -> pl.Expr:
+    """The first rule of the module's list that applies; without `clocks_agree` (the host's and
+    the GPU's clocks disagree) the rules that compare host times with GPU times are skipped."""
     gap, late = pl.col("gap_ns"), pl.col("late_ns").fill_null(0)
     cpu = pl.when(2 * pl.col("launch_path_ns") < late).then(pl.lit("cpu_work"))
     cpu = cpu.otherwise(pl.lit("launch_bound"))
-    return (
+    first = (
         pl.when(_short(min_gap_ns)).then(pl.lit("short"))
         .when(pl.col("position").is_in(["before_first", "empty"])).then(pl.lit("before_first"))
         .when(pl.col("position") == "after_last").then(pl.lit("after_last"))
+    )
+    if not clocks_agree:
+        return (first.when((pl.col("scope") == "stream") & (pl.col("other_busy_ns") > 0))
+                .then(pl.lit("cross_stream_wait")).otherwise(pl.lit("other")))
+    return (
+        first
         .when(2 * pl.col("overhead_ns") >= gap).then(pl.lit("profiler_overhead"))
         .when((pl.col("sync_ns") > 0) & (2 * pl.col("sync_ns") >= late))
         .then(pl.lit("sync_stall"))

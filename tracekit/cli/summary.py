@@ -32,10 +32,13 @@ def summary(trace: str, as_json: bool, top: int) -> None:
     from tracekit.analysis.timeline import timeline
     from tracekit.analysis.windows import windows
 
+    from tracekit.loader.clocks import LIMIT_CODES
+
     t = loading.result()
     links = gpu_links(t)
     result = {
         "file": t.meta.path,
+        "warnings": [w for w in t.warnings.select("code", "message").to_dicts() if w["code"] in LIMIT_CODES],
         "timeline": timeline(t).to_dict(),
         "breakdown": breakdown(t).to_dict(),
         "gaps": find_gaps(t, links=links).to_dict(limit=top),
@@ -110,6 +113,7 @@ def render_summary(d: dict[str, Any]) -> str:
     tl = d["timeline"]
     lines = [f"file        {d['file']}",
              f"window      {tl['window']} (each device: first to last GPU activity)"]
+    lines += [f"warning     {w['message']}" for w in d.get("warnings", ())]
     if not tl["devices"]:
         return "\n".join([*lines, "", "no GPU activity in this trace"])
     busy = f"{fmt.ns(tl['busy_ns'])} of {fmt.ns(tl['span_ns'])} ({fmt.pct(tl['utilisation'])})"

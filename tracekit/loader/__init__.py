@@ -191,6 +191,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     """The Trace of a read."""
     import polars as pl
 
+    from tracekit.loader.clocks import clock_note, no_gpu_note
     from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
     from tracekit.loader.meta import name_metadata, top_fields
     from tracekit.model import ENGINE, WARNINGS_SCHEMA, Trace, TraceMeta
@@ -220,6 +221,8 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     processes, threads, conflicts = name_metadata(frames.take("meta").collect(engine=ENGINE))
     notes.add("duplicate_metadata", conflicts, "{n:,} process/thread metadata [events repeat|event repeats] with a different value; the last one is used")
     skew_note(notes, built["runtime"], built["gpu"])
+    no_gpu_note(notes, built["runtime"], built["gpu"])
+    clock_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")
     meta = TraceMeta(

@@ -124,7 +124,7 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
     """
     for code in ("missing_ts", "missing_duration", "negative_duration", "zero_duration"):
         frames.note_stat(notes, code)
-    paired = _pairs(frames.take("pairs").collect(engine=ENGINE), notes)
+    paired = _pairs(frames.take("pairs").collect(engine=ENGINE), notes, frames)
     extra: dict[str, list[pl.LazyFrame]] = {"ops": [], "runtime": [], "gpu": [], "order": []}
     if paired is not None:
         for name, lf in slices_by_frame(paired.lazy()).items():
@@ -160,8 +160,12 @@ def _sorted(lf: pl.LazyFrame, name: str, *, in_file_order: bool = False) -> pl.L
     return lf.sort(["ts_ns", "eid"], nulls_last=True)
 
 
-def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
-    """B/E, b/e and S/F rows -> slices (begin rows with a duration); notes unmatched ones."""
+def _pairs(rows: pl.DataFrame, notes: Notes, frames: Frames) -> pl.DataFrame | None:
+    """B/E, b/e and S/F rows -> slices (begin rows with a duration); notes unmatched ones.
+
+    A `B` that no `E` closes is closed at the end of its thread (`_thread_ends`), as Chrome's
+    viewer and Perfetto show it, so that it and what nests under it stay; an async begin
+    with no end is dropped; an end with nothing open is dropped."""
     if rows.is_empty():
         return None
     rows = rows.rename({"id": "_id"})
@@ -169,11 +173,29 @@ def _pairs(rows: pl.DataFrame, notes: Notes) -> pl.DataFrame | None:
     for begin, end, keys, label in PAIRINGS:
         if not rows["ph"].is_in([begin, end]).any():
             continue
-        pairs, lone_b, lone_e = pair_spans(rows, begin, end, keys)
-        notes.add(f"unmatched_{begin}", lone_b, f"{{n:,}} '{begin}' [events|event] ({label}) had no matching end; dropped")
+        pairs, open_, lone_e = pair_spans(rows, begin, end, keys)
+        if begin == "B" and open_.height:
+            closed = open_.join(_thread_ends(rows, frames), on=["pid", "tid"], how="left", nulls_equal=True)
+            closed = closed.with_columns(dur_ns=pl.max_horizontal(pl.col("_thread_end") - pl.col("ts_ns"), 0))
+            notes.add("unclosed_begin", open_.height, f"{{n:,}} '{begin}' [events|event] ({label}) had no matching end; "
+                      "closed at the last end of any event on [their|its] thread", int(open_["eid"].min()))
+            pairs = pl.concat([pairs, closed.drop("_thread_end")], how="vertical_relaxed")
+        else:
+            notes.add(f"unmatched_{begin}", open_.height, f"{{n:,}} '{begin}' [events|event] ({label}) had no matching end; dropped")
         notes.add(f"unmatched_{end}", lone_e, f"{{n:,}} '{end}' [events|event] ({label}) had no matching begin; dropped")
         out.append(pairs.drop("_id"))
     return pl.concat(out, how="vertical_relaxed") if out else None
+
+
+def _thread_ends(pairs: pl.DataFrame, frames: Frames) -> pl.DataFrame:
+    """pid, tid, `_thread_end`: the latest end of any event on each thread (slices and calls
+    at ts + dur, instants, memory samples and B/E/b/e/S/F events at their time). Read only
+    when a `B` is left open: the chunks' parts are still there."""
+    text = [pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String)]
+    ends = [frames.cat(name).select(*text, t=pl.col("end_ns")) for name in ("ops", "runtime")]
+    ends += [frames.cat(name).select(*text, t=pl.col("ts_ns")) for name in ("instants", "memory")]
+    ends.append(pairs.lazy().select(*text, t=pl.col("ts_ns")))
+    return pl.concat(ends).group_by("pid", "tid").agg(_thread_end=pl.col("t").max()).collect(engine=ENGINE)
 
 
 def _order_notes(slices: pl.DataFrame, notes: Notes) -> None:

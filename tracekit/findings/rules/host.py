@@ -9,6 +9,7 @@ from tracekit.analysis.intervals import total_union_ns
 from tracekit.analysis.order import longest, longest_gaps
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
+from tracekit.loader.clocks import clocks_disagree
 from tracekit.model import ENGINE
 
 
@@ -48,6 +49,8 @@ def launch_bound(ctx: Context, p: Params) -> Hit | None:
                     "class dominates).",
       min_share=0.3)
 def host_bound_path(ctx: Context, p: Params) -> Hit | None:
+    if clocks_disagree(ctx.trace):  # the path's launch edges span the clocks' offset, not overhead
+        return None
     cp = ctx.critical_path
     host = cp.shares["python_overhead"] + cp.shares["launch_overhead"]
     if cp.verdict != "launch-bound" or host < p.min_share:
