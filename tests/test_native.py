@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 import shutil
 from pathlib import Path
@@ -223,7 +225,8 @@ def test_real_traces_same_with_and_without_scanner(path: Path, monkeypatch):
 
     def counting(piece, bare=False):
         out = original(piece, bare)
-        taken.append(out is not None)
+        if os.environ.get("TRACEKIT_NATIVE") != "0":  # the pieces of the native run alone
+            taken.append(out is not None)
         return out
 
     monkeypatch.setattr(native, "native_batch", counting)
