@@ -3,18 +3,97 @@ aside, hidden_copy names each copy's cause, and severity follows the share of th
 
 from __future__ import annotations
 
+import collections
+import gzip
+import json
 
 import pytest
-from builders import TraceBuilder
+from builders import BATCH_GEMM, TraceBuilder
 from conftest import real_trace
 
+from tracekit import format as fmt
 from tracekit import load as tracekit_load
 from tracekit.findings import RULES, Hit, rule, run_findings
 from tracekit.findings.engine import band
 
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int, T1, T2)"
 COPY = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
         "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>(int, T1)")
+
+
+# -- tiny_grids -----------------------------------------------------------------------------
+def test_tiny_grids_leaves_out_collectives_and_persistent_kernels(tmp_path):
+    """On 132 SMs: an all-reduce of 2 blocks (100 µs), a GEMM launched once with 132 blocks
+    (50 µs) and once with (30,4,1) = 120 (40 µs), an add of 33 blocks (60 µs). Only the add
+    is charged: 60 x (1 - 33/132) = 45 µs, 60 of the 250 µs of kernel time."""
+    b = TraceBuilder()
+    b.launch_kernel(NCCL, launch_ns=0, launch_dur_ns=2_000, start_ns=10_000, dur_ns=100_000, grid=(2, 1, 1), stream=20)
+    b.launch_kernel(BATCH_GEMM, launch_ns=3_000, launch_dur_ns=2_000, start_ns=10_000, dur_ns=50_000, grid=(132, 1, 1))
+    b.launch_kernel(BATCH_GEMM, launch_ns=6_000, launch_dur_ns=2_000, start_ns=60_000, dur_ns=40_000, grid=(30, 4, 1))
+    b.launch_kernel(ADD, launch_ns=9_000, launch_dur_ns=2_000, start_ns=100_000, dur_ns=60_000, grid=(33, 1, 1))
+    [f] = run_findings(b.load(tmp_path), rules=["tiny_grids"]).findings
+    assert f.time_lost_ns == 45_000
+    assert f.title == ("24 % of kernel time is in grids smaller than the SM count (1 launch, 1 kernel); not counted: "
+                       "1 launch of communication kernels (100 µs) and 1 launch of persistent kernels (40 µs)")
+    assert [e.name for e in f.evidence] == [ADD]
+
+
+def persistent_by_shapes(shapes: list[list[list[int]]], grid=(30, 4, 1)) -> TraceBuilder:
+    """One GEMM kernel name, always launched with `grid`, by aten::addmm with these input shapes."""
+    b = TraceBuilder()
+    t = 0
+    for dims in shapes:
+        ext = b.op("aten::addmm", t, 8_000, args={"Input Dims": dims})
+        b.launch_kernel(BATCH_GEMM, launch_ns=t + 1_000, launch_dur_ns=2_000, start_ns=t + 10_000, dur_ns=40_000,
+                        ext=ext, grid=grid)
+        t += 50_000
+    return b
+
+
+LINEARS = [[[768], [25088, 768], [768, 2304]], [[768], [25088, 768], [768, 768]], [[3072], [25088, 768], [768, 3072]]]
+
+
+@pytest.mark.parametrize(("shapes", "grid", "charged"), [
+    (LINEARS, (30, 4, 1), False),  # one grid of 120 blocks for three output shapes: sized to the device
+    (LINEARS[:1] * 3, (30, 4, 1), True),  # one shape: a tile count that happens to be 120
+    (LINEARS, (28, 4, 1), True),  # 112 blocks, under 90 % of the SMs: not taken for a persistent grid
+])
+def test_a_gemm_grid_that_ignores_the_problem_size_is_persistent(tmp_path, shapes, grid, charged):
+    result = run_findings(persistent_by_shapes(shapes, grid).load(tmp_path), rules=["tiny_grids"])
+    if charged:
+        [f] = result.findings
+        assert f.time_lost_ns == 3 * 40_000 * (132 - grid[0] * grid[1]) // 132 and "not counted" not in f.title
+    else:
+        assert not result.findings
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["h100_qwen15_05b_hf_inference.json.gz", "a100_ddp_cnn_nccl_rank0.json.gz",
+                                  "dlrm_8rank_v100/worker0.json.gz"])
+def test_tiny_grids_exclusions_on_real_traces_match_the_json(name):
+    """From the JSON: launches with fewer blocks than `numSms` that are NCCL kernels, or of a
+    kernel one of whose launches has exactly `numSms` blocks (on these traces no other rule
+    of `_persistent` applies)."""
+    path = real_trace(name)
+    doc = json.load(gzip.open(path))
+    sms = {d["id"]: d["numSms"] for d in doc["deviceProperties"]}
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "grid" in e.get("args", {})]
+    blocks = [(e, e["args"]["grid"][0] * e["args"]["grid"][1] * e["args"]["grid"][2]) for e in kernels]
+    full = {(e["args"]["device"], e["name"]) for e, n in blocks if n == sms[e["args"]["device"]]}
+    comm, persistent = collections.Counter(), collections.Counter()
+    for e, n in blocks:
+        key = (e["args"]["device"], e["name"])
+        if n < sms[key[0]]:
+            into = comm if "nccl" in e["name"].lower() else persistent if key in full else None
+            if into is not None:
+                into["n"] += 1
+                into["ns"] += round(e["dur"] * 1000)
+    [f] = run_findings(tracekit_load(path), rules=["tiny_grids"], config={"tiny_grids.min_share": 0}).findings
+    parts = [f"{fmt.counted(c['n'], 'launch', 'launches')} of {what} ({fmt.ns(c['ns'])})"
+             for c, what in ((comm, "communication kernels"), (persistent, "persistent kernels")) if c]
+    assert f.title.endswith("; not counted: " + " and ".join(parts)) if parts else "not counted" not in f.title
+    assert persistent or comm
 
 
 # -- severity -------------------------------------------------------------------------------
