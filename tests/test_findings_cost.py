@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import re
 
 import pytest
 from builders import BATCH_GEMM, TraceBuilder
@@ -15,6 +16,7 @@ from tracekit import format as fmt
 from tracekit import load as tracekit_load
 from tracekit.findings import RULES, Hit, rule, run_findings
 from tracekit.findings.engine import band
+from tracekit.findings.rules.sync import COPY_CAUSES
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int, T1, T2)"
@@ -94,6 +96,119 @@ def test_tiny_grids_exclusions_on_real_traces_match_the_json(name):
              for c, what in ((comm, "communication kernels"), (persistent, "persistent kernels")) if c]
     assert f.title.endswith("; not counted: " + " and ".join(parts)) if parts else "not counted" not in f.title
     assert persistent or comm
+
+
+# -- hidden_copy ----------------------------------------------------------------------------
+def copies(b: TraceBuilder) -> None:
+    """Two casts (aten::to > _to_copy > copy_, float from bf16: 7 and 8 µs), one layout copy
+    (aten::contiguous > clone > copy_, 11 µs) and one out-of-place masked_fill (its clone's
+    copy, 6 µs, then masked_fill_ on the copy)."""
+    t = 0
+    for dur in (7_000, 8_000):
+        b.op("aten::to", t, 30_000)
+        b.op("aten::_to_copy", t + 1_000, 28_000)
+        ext = b.op("aten::copy_", t + 2_000, 20_000, args={"Input type": ["float", "c10::BFloat16", "Scalar"]})
+        b.launch_kernel(COPY, launch_ns=t + 3_000, launch_dur_ns=4_000, start_ns=t + 10_000, dur_ns=dur, ext=ext)
+        t += 40_000
+    b.op("aten::contiguous", t, 30_000)
+    b.op("aten::clone", t + 1_000, 28_000)
+    ext = b.op("aten::copy_", t + 2_000, 20_000, args={"Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})
+    b.launch_kernel(COPY, launch_ns=t + 3_000, launch_dur_ns=4_000, start_ns=t + 10_000, dur_ns=11_000, ext=ext)
+    t += 40_000
+    b.op("aten::masked_fill", t, 30_000)
+    b.op("aten::clone", t + 1_000, 19_000)
+    ext = b.op("aten::copy_", t + 2_000, 15_000)
+    b.launch_kernel(COPY, launch_ns=t + 3_000, launch_dur_ns=4_000, start_ns=t + 10_000, dur_ns=6_000, ext=ext)
+    ext = b.op("aten::masked_fill_", t + 21_000, 8_000)
+    b.launch_kernel(ADD, launch_ns=t + 22_000, launch_dur_ns=3_000, start_ns=t + 26_000, dur_ns=5_000, ext=ext)
+
+
+def test_hidden_copy_names_each_copy_by_its_cause(tmp_path):
+    b = TraceBuilder()
+    copies(b)
+    found = run_findings(b.load(tmp_path), rules=["hidden_copy"]).findings
+    assert [(f.title, f.time_lost_ns, f.advice) for f in found] == [
+        ("2 device copies are dtype casts (under `aten::to`), 15 µs of GPU time", 15_000, COPY_CAUSES["cast"][1]),
+        ("1 device copy is a layout copy (under `aten::contiguous`), 11 µs of GPU time", 11_000,
+         COPY_CAUSES["layout"][1]),
+        ("1 device copy is made by an out-of-place masked op (under `aten::masked_fill`), 6 µs of GPU time", 6_000,
+         COPY_CAUSES["masked"][1]),
+    ]
+    assert "fuse" in found[0].advice and "masked_fill_" not in found[0].advice + found[1].advice
+    assert "masked_fill_" in found[2].advice
+
+
+def test_a_to_whose_copy_keeps_the_dtype_is_no_cast(tmp_path):
+    """aten::to whose copy_ records the same type on both sides (a memory-format move)."""
+    b = TraceBuilder()
+    b.op("aten::to", 0, 30_000)
+    b.op("aten::_to_copy", 1_000, 28_000)
+    ext = b.op("aten::copy_", 2_000, 20_000, args={"Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})
+    b.launch_kernel(COPY, launch_ns=3_000, launch_dur_ns=4_000, start_ns=10_000, dur_ns=9_000, ext=ext)
+    [f] = run_findings(b.load(tmp_path), rules=["hidden_copy"]).findings
+    assert f.title == "1 device copy is a `to` copy that casts nothing (under `aten::to`), 9 µs of GPU time"
+    assert f.advice == COPY_CAUSES["other"][1]
+
+
+def raw_copy_causes(path) -> collections.Counter:
+    """From the JSON: each copy kernel's or DtoD memcpy's launch call (correlation), the
+    cpu_ops on that call's thread that contain it (its op and their parents), and the cause
+    their names give; the innermost op's "Input type" tells a cast from a `to` that casts nothing."""
+    events = json.load(gzip.open(path))["traceEvents"]
+    calls = {e["args"]["correlation"]: e for e in events
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    ops = collections.defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            ops[(e["pid"], e["tid"])].append(e)
+    causes: collections.Counter = collections.Counter()
+    for e in events:
+        copy = (e.get("cat") == "kernel" and "copy" in e["name"].lower()
+                or e.get("cat") == "gpu_memcpy" and e["name"].startswith("Memcpy DtoD"))
+        call = calls.get(e.get("args", {}).get("correlation")) if copy else None
+        if call is None:
+            continue
+        above = sorted((o for o in ops[(call["pid"], call["tid"])]
+                        if o["ts"] <= call["ts"] and call["ts"] + call["dur"] <= o["ts"] + o["dur"]),
+                       key=lambda o: (o["ts"], -o["dur"]))
+        names = {o["name"] for o in above}
+        types = above[-1]["args"].get("Input type", []) if above and above[-1]["name"] == "aten::copy_" else []
+        typed = len(types) >= 2 and bool(types[0]) and bool(types[1])
+        differ = typed and types[0] != types[1]
+        cast = names & {"aten::to", "aten::_to_copy"}
+        masked = names & {"aten::masked_fill", "aten::where"}
+        layout = names & {"aten::contiguous", "aten::clone", "aten::reshape"}
+        if differ and (cast or masked or layout):
+            causes["cast"] += 1
+        elif masked:
+            causes["masked"] += 1
+        elif cast:
+            causes["other" if typed else "cast"] += 1
+        elif layout:
+            causes["layout"] += 1
+    return causes
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(("name", "expected"), [
+    # RMSNorm's casts and the .contiguous() before a projection; no masked_fill at all
+    ("h100_qwen15_05b_hf_inference.json.gz", {"cast": 101, "layout": 96}),
+    ("h100_timesformer_hf_inference.json.gz", None),
+    ("a100_dlrm_6streams_rank0.json.gz", None),
+    ("mi300x_sglang_qwen3_8b_prefill_decode.json.gz", None),  # (one `to` that casts nothing)
+    ("dlrm_8rank_v100/worker0.json.gz", None),
+])
+def test_hidden_copy_causes_on_real_traces_match_the_json(name, expected):
+    path = real_trace(name)
+    found = run_findings(tracekit_load(path), rules=["hidden_copy"]).findings
+    counts: collections.Counter = collections.Counter()
+    for f in found:
+        n = int(re.match(r"([\d,]+) device cop", f.title).group(1).replace(",", ""))
+        cause = next(c for c, (_, advice) in COPY_CAUSES.items() if advice == f.advice)
+        counts[cause] += n
+    assert counts == raw_copy_causes(path)
+    if expected is not None:
+        assert counts == expected
 
 
 # -- severity -------------------------------------------------------------------------------
