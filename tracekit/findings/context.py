@@ -32,8 +32,10 @@ from tracekit.model import ENGINE, NOT_CPU_CATS, Trace
 I64, STR = pl.Int64, pl.String
 EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
 # the per-launch occupancy columns the rules read (`Context.occupancy`): a launch's place
-# and time for its evidence, its grid and its SM efficiency
-OCCUPANCY_COLUMNS = ("eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_blocks", "sm_efficiency")
+# and time for its evidence, its grid and its SM efficiency, its grid per SM and the most
+# of its blocks an SM holds at once (`tiny_grids` tells persistent kernels by them)
+OCCUPANCY_COLUMNS = ("eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_blocks", "sm_efficiency",
+                     "grid_blocks_per_sm", "active_blocks_per_sm")
 T = TypeVar("T")
 
 

@@ -14,6 +14,11 @@ from tracekit.findings.registry import RULES, Config, Hit, Params, RuleSpec
 from tracekit.model import Trace
 
 WORKERS = 2  # rules run at once: most of a rule is Polars, which lets go of the GIL
+# Severity from the share of the window a finding costs (docs/findings.md, "Severity"): the
+# first band whose share, in parts per ten thousand, time lost reaches; below the last: info
+BANDS: tuple[tuple[str, int], ...] = (("high", 1_000), ("medium", 200), ("low", 50))
+MIN_LOST_ABOVE_LOW_NS = 50_000  # a loss under 50 µs is never above low, whatever its share
+MIN_WINDOW_FOR_HIGH_NS = 1_000_000  # a window under 1 ms (a fragment of a step) is never high
 
 
 def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
@@ -105,11 +110,35 @@ def _as_list(result: Hit | list[Hit] | tuple[Hit, ...] | None) -> list[Hit]:
     return [result] if isinstance(result, Hit) else list(result)
 
 
+def band(lost_ns: int, window_ns: int) -> str:
+    """The severity a loss of `lost_ns` in a window of `window_ns` earns (`BANDS`, with the
+    floors `MIN_LOST_ABOVE_LOW_NS` and `MIN_WINDOW_FOR_HIGH_NS`); exact at the boundaries
+    (integers: a share of exactly 10 % is high)."""
+    found = "info"
+    for severity, per_10k in BANDS:
+        if window_ns > 0 and lost_ns * 10_000 >= per_10k * window_ns:
+            found = severity
+            break
+    if lost_ns < MIN_LOST_ABOVE_LOW_NS:
+        found = _milder(found, "low")
+    if window_ns < MIN_WINDOW_FOR_HIGH_NS:
+        found = _milder(found, "medium")
+    return found
+
+
+def _milder(a: str, b: str) -> str:
+    return max(a, b, key=SEVERITY_RANK.__getitem__)
+
+
 def _finding(spec: RuleSpec, params: Params, hit: Hit, ctx: Context) -> Finding:
-    severity = hit.severity or spec.severity
-    if severity not in SEVERITIES:  # pragma: no cover (a rule's own mistake)
-        raise ValueError(f"rule {spec.id}: bad severity {severity!r}")
+    # the band the cost earns, lowered (never raised) to the rule's severity and the hit's own
+    for given in (spec.severity, hit.severity):
+        if given is not None and given not in SEVERITIES:  # pragma: no cover (a rule's own mistake)
+            raise ValueError(f"rule {spec.id}: bad severity {given!r}")
     lost = max(0, int(hit.time_lost_ns))
+    severity = _milder(band(lost, ctx.window_ns), spec.severity)
+    if hit.severity is not None:
+        severity = _milder(severity, hit.severity)
     thresholds = {k: v for k, v in params.items() if k != "enabled"}
     return Finding(rule=spec.id, severity=severity, title=hit.title, time_lost_ns=lost, share=ctx.share(lost),
                    evidence=tuple(hit.evidence), advice=hit.advice or spec.advice, thresholds=thresholds)

@@ -40,7 +40,7 @@ class Hit:
     time_lost_ns: int
     evidence: tuple[Evidence, ...] = ()
     advice: str | None = None  # defaults to the rule's advice
-    severity: str | None = None  # defaults to the rule's severity
+    severity: str | None = None  # lowers (never raises) the band its cost earns (`engine.band`)
 
 
 class Params(dict):
@@ -56,7 +56,7 @@ class Params(dict):
 @dataclass(frozen=True)
 class RuleSpec:
     id: str
-    severity: str
+    severity: str  # the most its findings can be: their cost sets the band (`engine.band`) up to it
     title: str  # what the rule detects, one line (docs, CLI listing)
     advice: str
     nothing_found: str  # may use {threshold} placeholders; `{x}` for a threshold `x_ns` reads as a time

@@ -9,7 +9,7 @@ from tracekit.analysis.gaps import CAUSE_LABELS, CAUSES, LISTED
 from tracekit.analysis.intervals import union_ns
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.order import longest_gaps
-from tracekit.analysis.taxonomy import is_communication
+from tracekit.analysis.taxonomy import TILED_CLASSES, classify_names, is_communication
 from tracekit.analysis.timeline import work_rows
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
@@ -101,22 +101,69 @@ def stream_serialisation(ctx: Context, p: Params) -> list[Hit]:
 @rule(id="tiny_grids", severity="medium", title="Kernels launch fewer blocks than the GPU has SMs",
       advice="A grid smaller than the SM count leaves SMs idle: batch more work per launch (larger batch, "
              "fused or horizontally batched kernels, split-K GEMMs) or run small kernels concurrently.",
-      nothing_found="Kernels with fewer blocks than SMs take under {min_share:.0%} of kernel time.",
-      min_share=0.1)
+      nothing_found="Kernels with fewer blocks than SMs (collectives and persistent kernels aside) take under "
+                    "{min_share:.0%} of kernel time.",
+      min_share=0.1, persistent_min_sm_share=0.9)
 def tiny_grids(ctx: Context, p: Params) -> Hit | None:
     occ = ctx.occupancy.filter(pl.col("sm_efficiency").is_not_null())
     total = int(occ["dur_ns"].sum() or 0)
-    tiny = occ.filter(pl.col("sm_efficiency") < 1)
-    if total == 0 or tiny.is_empty() or tiny["dur_ns"].sum() < p.min_share * total:
+    small = occ.filter(pl.col("sm_efficiency") < 1)
+    if total == 0 or small.is_empty():
+        return None
+    # collectives use few blocks on purpose, and a persistent kernel's grid is what the
+    # device holds at once (`_persistent`): neither is charged, both are named in the title
+    comm = small.filter(is_communication(small["name"]))
+    rest = small.join(comm.select("eid"), on="eid", how="anti")
+    persistent = rest.join(_persistent(ctx, occ, rest, p.persistent_min_sm_share), on=["device", "name"], how="semi")
+    tiny = rest.join(persistent.select("eid"), on="eid", how="anti")
+    left_out = [f"{fmt.counted(f.height, 'launch', 'launches')} of {what} ({fmt.ns(int(f['dur_ns'].sum()))})"
+                for f, what in ((comm, "communication kernels"), (persistent, "persistent kernels")) if f.height]
+    if tiny.is_empty() or tiny["dur_ns"].sum() < p.min_share * total:
         return None
     lost = int((tiny["dur_ns"] * (1 - tiny["sm_efficiency"])).sum())
     names = tiny.group_by("name").agg(ns=pl.col("dur_ns").sum(), blocks=pl.col("grid_blocks").median(),
                                       first=pl.col("eid").first()).sort(["ns", "name"], descending=[True, False])
     rows = tiny.join(names.select(eid="first", ns="ns", blocks="blocks"), on="eid").sort(
         ["ns", "eid"], descending=[True, False])
-    return Hit(title=f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
-                     f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})",
-               time_lost_ns=lost, evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
+    title = (f"{fmt.pct(tiny['dur_ns'].sum() / total, 0)} of kernel time is in grids smaller than the SM count "
+             f"({fmt.counted(tiny.height, 'launch', 'launches')}, {fmt.counted(names.height, 'kernel')})")
+    if left_out:
+        title += "; not counted: " + " and ".join(left_out)
+    return Hit(title=title, time_lost_ns=lost,
+               evidence=ctx.evidence(rows, note=lambda r: f"median {fmt.counted(r['blocks'], 'block')}"))
+
+
+def _persistent(ctx: Context, occ: pl.DataFrame, small: pl.DataFrame, min_sm_share: float) -> pl.DataFrame:
+    """(device, name) of the kernels among `small`'s that are persistent: their grid is sized
+    to the device, not to the problem, and each block loops over work tiles. Either
+    - a launch of the kernel on that device has exactly k x the SM count blocks, k from 1 to
+      the kernel's own blocks per SM at once (occupancy's `active_blocks_per_sm`; 1 where not
+      known): every block resident at once (Hopper cuBLAS's sm90 GEMMs launch (132,1,1) on
+      132 SMs, and (30,4,1) in other launches), or
+    - a GEMM, conv or attention kernel keeps one grid of at least `min_sm_share` of the SMs
+      while the ops launching it have two or more input shapes (a tiled kernel's grid grows
+      with the output: cuBLAS's (30,4,1), 120 blocks on 132 SMs, for six Linear shapes). A
+      tiled kernel whose shapes differ in K alone keeps its grid too; at 90 % of the SMs or
+      more, leaving one out forgoes under a tenth of its time (CUTLASS 2.x GEMMs of 64 blocks
+      on 108 SMs for DLRM's layers stay charged)."""
+    keys = small.select("device", "name").unique()
+    cand = occ.join(keys, on=["device", "name"], how="semi")
+    per_sm = pl.col("grid_blocks_per_sm")
+    sized = cand.filter((per_sm >= 1) & (per_sm == per_sm.floor())
+                        & (per_sm <= pl.col("active_blocks_per_sm").fill_null(1))).select("device", "name").unique()
+    tiled = classify_names(keys["name"]).filter(pl.col("kernel_class").is_in(TILED_CLASSES)).select("name")
+    cand = cand.join(tiled, on="name", how="semi").join(sized, on=["device", "name"], how="anti")
+    if cand.is_empty():
+        return sized
+    op = cand.select("eid").join(ctx.links.select("eid", "op_eid"), on="eid", how="left",
+                                 maintain_order="left")["op_eid"]
+    at = rows_of(ctx.trace.ops, op)
+    shape = ctx.trace.ops.select(pl.col("input_dims").gather(at.set(at < 0, None))).to_series()
+    fixed = cand.with_columns(_shape=shape.cast(pl.String)).group_by("device", "name").agg(
+        grids=pl.col("grid_blocks").n_unique(), shapes=pl.col("_shape").drop_nulls().n_unique(),
+        per_sm=pl.col("grid_blocks_per_sm").min(),
+    ).filter((pl.col("grids") == 1) & (pl.col("shapes") >= 2) & (pl.col("per_sm") >= min_sm_share))
+    return pl.concat([sized, fixed.select("device", "name")])
 
 
 @rule(id="kernel_outliers", severity="low", title="Calls of the same kernel, grid and shapes much slower than their median",
