@@ -678,6 +678,77 @@ def test_library_backends(tmp_path: Path, ops: list[Op], backend: str, evidence:
     assert r.calls["backend"].to_list() == [backend] and r.calls["evidence"].to_list() == [evidence]
 
 
+def _module_call(core: Op, module: str = "nn.Module: Attention_0") -> TraceBuilder:
+    """`module` around qkv_proj (linear -> addmm GEMM, 50 us), `core` and o_proj (linear ->
+    addmm GEMM, 40 us): the shape of a vLLM attention layer or a model's own attention."""
+    b = TraceBuilder(devices=[A100])
+    em = Emitter(b)
+    proj = lambda us: Op("aten::linear", (Op("aten::addmm", kernels=(K(GEMM_BF16, us * US),)),))  # noqa: E731
+    start = 1_000 * US
+    end = em.call([proj(50), core, proj(40)], start, annotation=None)
+    b.op(module, start - US, end - start - 40 * US, cat="python_function")
+    return b
+
+
+THD = [4096, 32, 128]  # (tokens, heads, head dim): a packed variable-length batch
+BSHD = [2, 2048, 32, 128]
+
+
+@pytest.mark.parametrize(
+    ("core", "module", "backend", "shape"),
+    [
+        (Op("vllm::unified_attention_with_output", kernels=(K(FA_PACKAGE, 90 * US),),
+            args=_dims(THD, THD, THD)),
+         "nn.Module: Attention_0", "flash_attn", (None, 32, None, 128)),
+        (Op("FlashAttnFunc", kernels=(K(FA_PACKAGE, 90 * US),), args=_dims(BSHD, BSHD, BSHD)),
+         "nn.Module: LlamaAttention_0", "flash_attn", (2, 32, 2048, 128)),
+    ],
+)
+def test_serving_and_autograd_attention_ops_are_the_core(
+    tmp_path: Path, core: Op, module: str, backend: str, shape: tuple
+) -> None:
+    """One call; its attention work is the core op's one flash kernel (90 us), never the
+    module's two projection GEMMs (50 + 40 us), which stay in the whole-call figures."""
+    trace = _module_call(core, module).load(tmp_path)
+    r = analyze_attention(trace)
+    assert r.call_count == 1
+    call = r.calls.row(0, named=True)
+    assert (call["kernels"], call["attention_kernels"], call["gemm_kernels"]) == (1, 1, 0)
+    assert call["gpu_ns"] == 90 * US and r.attention_gpu_ns == 90 * US
+    assert call["core_kind"] == "external" and call["root_op"] == core.name and call["backend"] == backend
+    assert (call["range_gpu_events"], call["range_gpu_ns"]) == (3, 180 * US)
+    assert (call["batch"], call["heads"], call["q_len"], call["head_dim"]) == shape
+    assert r.warnings == ()
+    inside = r.events.filter(pl.col("in_scope"))
+    assert inside["kernel_class"].to_list() == ["attention"]
+    assert "Attention kernels: 90 µs" in "\n".join(attention_section(r)["paragraphs"])
+
+
+def test_call_without_a_core_keeps_only_its_attention_kernels(tmp_path: Path) -> None:
+    """A module whose attention op is unknown to tracekit: its scope is the module, but only
+    the attention-class kernel (the flash kernel) is attention work; the GEMMs are not."""
+    trace = _module_call(Op("mylib::fused_thing", kernels=(K(FA_PACKAGE, 90 * US),))).load(tmp_path)
+    r = analyze_attention(trace)
+    call = r.calls.row(0, named=True)
+    assert call["core_kind"] == "none" and call["evidence"] == "module"
+    assert (call["kernels"], call["attention_kernels"], call["gemm_kernels"]) == (1, 1, 0)
+    assert call["gpu_ns"] == 90 * US
+    assert call["range_gpu_ns"] == 180 * US
+
+
+def test_projection_leak_check_finds_a_gemm_counted_as_attention(tmp_path: Path) -> None:
+    """The invariant check itself: an in-scope GEMM under a linear outside any core is found."""
+    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.links import cpu_ops
+
+    trace = _module_call(Op("mylib::fused_thing", kernels=(K(FA_PACKAGE, 90 * US),))).load(tmp_path)
+    r = analyze_attention(trace)
+    assert ac.projection_leaks(r.events, cpu_ops(trace), r.calls).is_empty()
+    forced = r.events.with_columns(in_scope=pl.lit(True))  # the old module-wide scope
+    leaks = ac.projection_leaks(forced, cpu_ops(trace), r.calls)
+    assert leaks["projection_op"].to_list() == ["aten::linear", "aten::linear"] and leaks.height == 2
+
+
 def test_vendor_kernels_named_from_kernels(tmp_path: Path) -> None:
     b = TraceBuilder(devices=[A100])
     em = Emitter(b)
@@ -909,3 +980,39 @@ def test_real_op_regions_look_names_up_as_every_row_would(path: Path) -> None:
     trace = load_cached(path)
     ops = cpu_ops(trace)
     assert op_regions(ops, trace).equals(_op_regions_row_by_row(ops, trace))
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_real_attention_work_is_attention_kernels_or_a_core(path: Path) -> None:
+    """On every shared trace: a call's attention work (its in-scope GPU events) is its core's
+    (SDPA, library, serving, autograd op or the eager pattern) or, without a core, only
+    kernels of class attention; and no GEMM of a linear/addmm/mm outside a core is in it."""
+    from test_graph import load_cached
+
+    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.links import cpu_ops
+
+    trace = load_cached(path)
+    r = analyze_attention(trace)
+    inside = r.events.filter(pl.col("in_scope")).join(r.calls.select("call_id", "core_kind"), on="call_id")
+    assert (inside.filter(pl.col("core_kind") == "none")["kernel_class"] == "attention").all()
+    assert (r.calls["attention_kernels"] <= r.calls["kernels"]).all()
+    assert ac.projection_leaks(r.events, cpu_ops(trace), r.calls).is_empty() and r.warnings == ()
+
+
+@pytest.mark.real
+def test_real_sglang_core_is_the_aiter_op() -> None:
+    """SGLang on MI300X: 36 Qwen3Attention modules, each with qkv/o projections (hipBLASLt
+    GEMMs), RMSNorm, rotary and the KV-cache store; the attention work is the CK prefill
+    kernel under `aiter::mha_batch_prefill`: 36 kernels, 20,075.158 us (recounted from
+    the raw JSON), q (15360 tokens, 32 heads, 128), k/v 8 heads."""
+    import tracekit
+
+    r = analyze_attention(tracekit.load(real_trace("mi300x_sglang_qwen3_8b_prefill_decode.json.gz")))
+    assert r.call_count == 36 and set(r.calls["root_op"]) == {"aiter::mha_batch_prefill"}
+    assert r.calls["kernels"].to_list() == [1] * 36 and r.calls["gemm_kernels"].sum() == 0
+    assert r.attention_gpu_ns == 20_075_158
+    assert set(r.calls["heads"]) == {32} and set(r.calls["kv_heads"]) == {8}
+    assert r.calls["q_len"].null_count() == 36
+    assert set(r.calls["phase"]) == {"prefill"} and set(r.calls["phase_source"]) == {"op name"}

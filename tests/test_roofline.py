@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 
 import polars as pl
 import pytest
-from builders import A100, H100, TraceBuilder
+from builders import A100, BATCH_GEMM, H100, TraceBuilder
 from click.testing import CliRunner
-from conftest import real_trace
+from conftest import all_real_traces, real_trace
 
 import tracekit
 from tracekit.analysis.ceilings import PRODUCTS, device_ceilings, load_ceilings_file, match_device, override
@@ -20,7 +20,7 @@ from tracekit.cli.main import cli
 from tracekit.errors import UsageError
 from tracekit.render.roofline_svg import roofline_svg
 
-BF, F32, I64 = "c10::BFloat16", "float", "long int"
+BF, F16, F32, I64 = "c10::BFloat16", "c10::Half", "float", "long int"
 
 
 def w(name: str, dims: list, types: list, concrete: list | None = None):
@@ -370,6 +370,88 @@ def test_call_with_only_a_memset_is_not_measured_and_no_shapes_noted(tmp_path):
     assert r.covered_ns == 0 and any("record_shapes" in n for n in r.notes)
 
 
+CONV_FP16 = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64"
+
+
+def _no_efficiency_above_one(r) -> None:
+    for frame in (r.calls, r.ops, r.op_types, r.kernels, r.classes):
+        assert not (frame["efficiency"] > 1).any()
+    assert r.efficiency is None or r.efficiency <= 1
+
+
+def test_conv_without_recorded_stride_is_unknown_and_in_no_total(tmp_path):
+    """A stride-2, pad-1 3x3 conv recorded without Concrete Inputs (2021 traces): at the
+    default stride 1, pad 0 it would count 2*32*54*54*128*128*9 = 27.5 GFLOP (1834 TFLOP/s
+    in 15 us, 185 % of the H100's 989.5); the real count is 7.4 GFLOP. It is unknown: left
+    out of every total, only the mm (200 us) is rated."""
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 1_000, 20_000, args=MM_ARGS)
+    b.launch_kernel(BATCH_GEMM, launch_ns=2_000, launch_dur_ns=5_000, start_ns=30_000, dur_ns=200_000,
+                    ext=ext)
+    dims = [[32, 128, 56, 56], [128, 128, 3, 3], []]
+    b.op("aten::conv2d", 300_000, 40_000, args={"Input Dims": dims + [[]] * 4, "Input type": [F16, F16, ""]})
+    b.op("aten::convolution", 301_000, 38_000,
+         args={"Input Dims": dims + [[]] * 6, "Input type": [F16, F16, ""]})
+    ext = b.op("aten::cudnn_convolution", 302_000, 36_000,
+               args={"Input Dims": dims[:2] + [[]] * 7, "Input type": [F16, F16]})
+    b.launch_kernel(CONV_FP16, launch_ns=303_000, launch_dur_ns=5_000, start_ns=310_000, dur_ns=15_000,
+                    ext=ext)
+    r = roofline(b.load(tmp_path))
+    _no_efficiency_above_one(r)
+    min_mm = 2 * 4096**3 / 989.5e3  # 138,897.38 ns
+    assert (r.gpu_ns, r.covered_ns, r.rated_ns) == (215_000, 200_000, 200_000)
+    conv = r.calls.filter(pl.col("name") == "aten::cudnn_convolution").row(0, named=True)
+    assert conv["excluded"] == "unknown" and conv["flops"] is None and conv["efficiency"] is None
+    assert conv["reason"] == "stride, padding, dilation, groups not recorded (no Concrete Inputs)"
+    assert conv["gpu_ns"] == 15_000 and conv["covered_ns"] == 0 and conv["rated_ns"] == 0
+    assert r.calls.height == 2  # the innermost conv op only: conv2d/convolution are above it
+    assert r.excluded["name"].to_list() == ["aten::cudnn_convolution"] and r.excluded_ns == 15_000
+    assert r.min_ns == pytest.approx(min_mm, rel=1e-12) and r.efficiency == pytest.approx(min_mm / 200_000)
+    assert r.time_lost_ns == pytest.approx(200_000 - min_mm, rel=1e-12)
+    assert r.classes.filter(pl.col("kernel_class") == "conv")["covered_ns"].to_list() == [0]
+
+
+def test_shape_above_the_ceiling_is_a_mismatch_and_losses_never_cancel(tmp_path):
+    """Three shapes on an H100 (989.5 bf16 TFLOP/s, 3350 GB/s):
+    mm 4096^3 in 200 us: min 2*4096^3/989.5e3 = 138,897.38 ns, loss 61,102.62 ns;
+    mm 2048^3 in 11,575 ns: min 2*2048^3/989.5e3 = 17,362.17 ns = 150.0 % of the ceiling;
+    add of 2^24 bf16 elements in 60 us: min 3*2^24*2/3350 = 30,048.75 ns, loss 29,951.25 ns.
+    The 150 % shape is a model mismatch, in no total; the headline loss is 61,102.62 +
+    29,951.25 = 91,053.87 ns (net of the mismatch's -5,787 ns it would read 85,266.7)."""
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 1_000, 20_000, args=MM_ARGS)
+    b.launch_kernel(BATCH_GEMM, launch_ns=2_000, launch_dur_ns=5_000, start_ns=30_000, dur_ns=200_000,
+                    ext=ext)
+    small = {"Input Dims": [[2048, 2048], [2048, 2048]], "Input type": [BF, BF], "Concrete Inputs": ["", ""]}
+    ext = b.op("aten::mm", 300_000, 20_000, args=small)
+    b.launch_kernel(BATCH_GEMM, launch_ns=301_000, launch_dur_ns=5_000, start_ns=310_000, dur_ns=11_575,
+                    ext=ext)
+    n = 1 << 24
+    add = {"Input Dims": [[n], [n], []], "Input type": [BF, BF, "Scalar"], "Concrete Inputs": ["", "", "1"]}
+    ext = b.op("aten::add", 400_000, 10_000, args=add)
+    b.launch_kernel("void at::native::vectorized_elementwise_kernel<4>", launch_ns=401_000, launch_dur_ns=4_000,
+                    start_ns=410_000, dur_ns=60_000, ext=ext)
+    r = roofline(b.load(tmp_path))
+    big_min, small_min, add_min = 2 * 4096**3 / 989.5e3, 2 * 2048**3 / 989.5e3, 3 * n * 2 / 3350
+    assert small_min / 11_575 == pytest.approx(1.5, abs=1e-4)
+    lost = (200_000 - big_min) + (60_000 - add_min)
+    assert r.time_lost_ns == pytest.approx(lost, rel=1e-12)
+    assert r.time_lost_ns == pytest.approx(91_053.87, abs=0.01)
+    _no_efficiency_above_one(r)
+    out = r.excluded.row(0, named=True)
+    assert r.excluded.height == 1 and out["input_dims"] == "[[2048,2048],[2048,2048]]"
+    assert out["excluded"] == "model mismatch" and out["reason"].startswith("150.0 % of the ceiling")
+    assert out["efficiency"] is None and out["time_lost_ns"] is None
+    kept = r.ops.filter(pl.col("excluded").is_null())
+    assert r.time_lost_ns == kept["time_lost_ns"].clip(lower_bound=0).sum()  # exactly the shapes' sum
+    assert (r.rated_ns, r.covered_ns) == (260_000, 260_000)
+    assert r.efficiency == pytest.approx((big_min + add_min) / 260_000, rel=1e-12)
+    assert r.kernels.filter(pl.col("kernel") == BATCH_GEMM)["min_ns"].item() == pytest.approx(big_min)
+    data = json.loads(CliRunner().invoke(cli, ["roofline", "--json", "--no-cache",
+                                               str(tmp_path / "trace.json.gz")]).output)
+    assert data["time_lost_ns"] == pytest.approx(lost) and data["excluded"][0]["excluded"] == "model mismatch"
+
+
 def test_empty_trace_gives_empty_typed_frames():
     r = roofline(tracekit.model.Trace.empty())
     assert r.calls.is_empty() and r.ops.is_empty() and r.gpu_ns == 0 and r.coverage is None
@@ -460,3 +542,34 @@ def test_real_qwen_h100():
     assert 0 < r.covered_ns <= r.gpu_ns and r.min_ns <= r.rated_ns
     ids = {f["id"] for f in roofline_findings(r)}
     assert {"roofline.fusible_chain", "roofline.attention_below_expected"} <= ids
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
+def test_real_no_efficiency_above_one_and_the_loss_is_the_shapes_sum(path):
+    """On every shared trace: nothing above 100 % of a ceiling, and the headline loss is the
+    sum over op shapes of max(0, GPU time - roofline time), recomputed here from the calls."""
+    from test_graph import load_cached
+
+    from tracekit.analysis.roofline import SHAPE_KEYS
+
+    r = roofline(load_cached(path))
+    _no_efficiency_above_one(r)
+    kept = r.calls.filter(pl.col("excluded").is_null() & (pl.col("rated_ns") > 0))
+    shapes = kept.group_by(SHAPE_KEYS).agg(pl.col("rated_ns").sum(), pl.col("min_ns").sum())
+    lost = sum(max(0.0, rated - ideal) for rated, ideal in shapes.select("rated_ns", "min_ns").iter_rows())
+    assert r.time_lost_ns == pytest.approx(lost, rel=1e-9, abs=1e-6)
+    assert r.rated_ns == kept["rated_ns"].sum() and r.min_ns == pytest.approx(kept["min_ns"].sum(), rel=1e-9)
+    out = r.calls.filter(pl.col("excluded").is_not_null())
+    assert out["reason"].null_count() == 0 and (out["rated_ns"] == 0).all() and (out["covered_ns"] == 0).all()
+
+
+@pytest.mark.real
+def test_real_resnet50_2021_convs_are_unknown():
+    """The 2021 trace records conv shapes but no Concrete Inputs: its 318 innermost conv
+    calls (128.96 ms of kernels, recounted from the raw JSON) are unknown, in no total."""
+    r = roofline(tracekit.load(real_trace("resnet50_2021_array_form.json.gz")))
+    unknown = r.calls.filter(pl.col("excluded") == "unknown")
+    assert unknown.height == 318 and unknown["gpu_ns"].sum() == 128_960_000
+    assert set(unknown["name"]) == {"aten::cudnn_convolution"} and unknown["flops"].null_count() == 318
+    assert r.classes.filter(pl.col("kernel_class") == "conv")["covered_ns"].item() == 0

@@ -181,8 +181,17 @@ def analyze_attention(
         orphan_kernels=orphans.height,
         orphan_ns=int(orphans["dur_ns"].sum() or 0),
         requested=requested,
-        warnings=tuple(backend_warnings(requested, table)),
+        warnings=tuple(backend_warnings(requested, table) + _leak_warnings(events, ops, scoped)),
     )
+
+
+def _leak_warnings(events: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> list[str]:
+    """The scope invariant (`attention_calls.projection_leaks`): said, should it ever fail."""
+    leaks = ac.projection_leaks(events, ops, scoped)
+    if leaks.is_empty():
+        return []
+    return [f"{leaks.height} GEMM kernel(s) of {', '.join(sorted(set(leaks['projection_op'])))} outside an "
+            "attention core were counted as attention work"]
 
 
 def _finish(
@@ -223,7 +232,13 @@ def _finish(
 
 
 def _derived(table: pl.DataFrame) -> pl.DataFrame:
-    """Softmax variant, tensor-core use of the GEMMs, and the phase (from ranges, else the shape)."""
+    """Softmax variant, tensor-core use of the GEMMs, and the phase (from ranges, else the
+    query length, else a serving op's name: `aiter::mha_batch_prefill`, `..._decode`)."""
+    root = pl.col("root_op").fill_null("")
+    by_name = (
+        pl.when(root.str.contains(r"(?i)prefill")).then(pl.lit("prefill"))
+        .when(root.str.contains(r"(?i)decode")).then(pl.lit("decode"))
+    )
     return (
         table.with_columns(
             softmax=pl.coalesce(
@@ -233,13 +248,16 @@ def _derived(table: pl.DataFrame) -> pl.DataFrame:
             phase_source=pl.when(pl.col("phase").is_not_null())
             .then(pl.lit("range"))
             .when(pl.col("q_len").is_not_null())
-            .then(pl.lit("shape")),
+            .then(pl.lit("shape"))
+            .when(by_name.is_not_null())
+            .then(pl.lit("op name")),
             phase=pl.coalesce(
                 "phase",
                 pl.when(pl.col("q_len") == 1)
                 .then(pl.lit("decode"))
                 .when(pl.col("q_len") > 1)
                 .then(pl.lit("prefill")),
+                by_name,
             ),
         )
         .drop("softmax_op")

@@ -1,9 +1,13 @@
 """Per attention call: the GPU work it launched, its CPU cost, its backend, its inputs.
 
-A call (see `attention_find`) has a *scope*: its core (the SDPA/flex/library op or the
-eager chain) when one was found, else the whole call. GPU work belongs to the scope whose
-thread launched it while the launch call ran inside it (`links.gpu_links`: correlation ->
-launch call; rows without a launch call use their op's start).
+A call (see `attention_find`) has a *scope*: its core (the SDPA/flex/library/serving op,
+the `*FlashAttn*Func` autograd op, or the eager chain) when one was found, else the whole
+call. GPU work belongs to the scope whose thread launched it while the launch call ran
+inside it (`links.gpu_links`: correlation -> launch call; rows without a launch call use
+their op's start). A call with no core (a module or range whose attention op is not
+recognised) keeps only its attention-class kernels in scope: its projection GEMMs, rotary
+and norm kernels are in the whole-call (`range_*`) figures, never in the attention ones.
+`projection_leaks` checks that no scope holds a GEMM of a linear/addmm/mm op outside a core.
 
 Each GPU event of a scope gets a *stage* from the outermost op between it and the scope:
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.attention_find import THREAD, assign, outermost
+from tracekit.analysis.attention_find import FLEX_RE, THREAD, assign, outermost
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.nesting import ancestors
 from tracekit.analysis.taxonomy import classify_names
@@ -77,7 +81,10 @@ BACKEND_OP_RULES: tuple[tuple[str, str], ...] = (
     ("sdpa_flash", r"aten::_scaled_dot_product_flash_attention\b|aten::_flash_attention_forward\b"),
     ("sdpa_other", r"aten::_scaled_dot_product_fused_attention_overrideable"),
     ("flex", r"(?i)flex_attention"),
-    ("flash_attn", r"(?m)^(?:flash_attn\w*|_flash_attn\w*|vllm_flash_attn|_vllm_fa\d_C)::"),
+    (
+        "flash_attn",
+        r"(?m)^(?:flash_attn\w*|_flash_attn\w*|vllm_flash_attn|_vllm_fa\d_C)::|^_?\w*FlashAttn\w*Func$",
+    ),
     ("aiter", r"(?m)^aiter::"),
 )
 BACKENDS: tuple[str, ...] = (
@@ -133,19 +140,45 @@ def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> 
         .filter(pl.col("_t").is_not_null())
     )
     placed = assign(rows, scoped, at="_t").filter(pl.col("call_id").is_not_null())
-    bounds = scoped.select("call_id", "scope_ts_ns", "scope_end_ns")
-    placed = (
-        placed.join(bounds, on="call_id", how="left")
-        .with_columns(
-            in_scope=(pl.col("_t") >= pl.col("scope_ts_ns")) & (pl.col("_t") <= pl.col("scope_end_ns"))
-        )
-        .drop("scope_ts_ns", "scope_end_ns")
-    )
+    bounds = scoped.select("call_id", "scope_ts_ns", "scope_end_ns", _core=pl.col("core_kind") != "none")
     taxonomy = classify_names(placed["name"]).select(
         "name", "kernel_class", "library", "precision", "tensor_cores", "attention_backend"
     )
-    return placed.join(taxonomy, on="name", how="left").with_columns(
-        pl.col("kernel_class").fill_null("other")
+    placed = placed.join(taxonomy, on="name", how="left").with_columns(
+        pl.col("kernel_class").fill_null("other"))
+    inside = (pl.col("_t") >= pl.col("scope_ts_ns")) & (pl.col("_t") <= pl.col("scope_end_ns"))
+    return (
+        placed.join(bounds, on="call_id", how="left")
+        .with_columns(in_scope=inside & (pl.col("_core") | (pl.col("kernel_class") == "attention")))
+        .drop("scope_ts_ns", "scope_end_ns", "_core")
+    )
+
+
+PROJECTION_OPS = ("aten::linear", "aten::addmm", "aten::mm")
+
+
+def projection_leaks(events: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
+    """In-scope GEMM kernels launched by (or under) a linear/addmm/mm op that is not wholly
+    inside its call's core: an invariant, so empty (a projection is never attention work)."""
+    gemms = events.filter(pl.col("in_scope") & (pl.col("kernel_class") == "gemm")).select(
+        "eid", "call_id", "op_eid", "name")
+    if gemms.is_empty():
+        return gemms.with_columns(pl.lit(None, STR).alias("projection_op"))
+    nodes = ops.select("eid", "parent_eid")
+    chain = pl.concat([nodes.select("eid", pl.col("eid").alias("ancestor_eid")), ancestors(nodes)])
+    proj = ops.filter(pl.col("name").is_in(PROJECTION_OPS)).select(
+        pl.col("eid").alias("ancestor_eid"), pl.col("name").alias("projection_op"), "ts_ns", "end_ns")
+    core = scoped.select("call_id", "scope_ts_ns", "scope_end_ns", _core=pl.col("core_kind") != "none")
+    hits = (
+        gemms.join(chain, left_on="op_eid", right_on="eid", how="inner")
+        .join(proj, on="ancestor_eid", how="inner")
+        .join(core, on="call_id", how="left")
+    )
+    outside = ~pl.col("_core") | (pl.col("ts_ns") < pl.col("scope_ts_ns")) | (
+        pl.col("end_ns") > pl.col("scope_end_ns"))
+    return (  # per kernel, its outermost projection op (linear before the addmm below it)
+        hits.filter(outside).sort("eid", "ts_ns").unique("eid", keep="first", maintain_order=True)
+        .select("eid", "call_id", "op_eid", "name", "projection_op")
     )
 
 
@@ -343,14 +376,22 @@ def input_metrics(ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     conc = pl.col("concrete_inputs").str.extract_all(r'"[^"]*"').list.eval(pl.element().str.strip_chars('"'))
     is_sdpa = pl.col("name") == "aten::scaled_dot_product_attention"
     four = q.list.len() == 4
+    # library, serving and autograd ops take (batch, seq, heads, dim), or (tokens, heads, dim)
+    # for a packed variable-length batch (no single q_len); aten's SDPA and flex (..., heads, seq, dim)
+    lib = ~pl.col("name").str.starts_with("aten::") & ~pl.col("name").str.contains(FLEX_RE)
+    bshd = four & (lib | pl.col("name").is_in(["aten::_flash_attention_forward",
+                                                "aten::_efficient_attention_forward"]))
+    thd = lib & (q.list.len() == 3)
+    at = lambda x, i: x.list.get(i, null_on_oob=True)  # noqa: E731
     return roots.select(
         "call_id",
         root_op=pl.col("name"),
-        batch=pl.when(four).then(q.list.get(0, null_on_oob=True)),
-        heads=pl.when(four).then(q.list.get(1, null_on_oob=True)),
-        q_len=q.list.get(-2, null_on_oob=True),
-        head_dim=q.list.get(-1, null_on_oob=True),
-        kv_heads=pl.when(four & (k.list.len() == 4)).then(k.list.get(1, null_on_oob=True)),
+        batch=pl.when(four).then(at(q, 0)),
+        heads=pl.when(bshd).then(at(q, 2)).when(four | thd).then(at(q, 1)),
+        q_len=pl.when(bshd).then(at(q, 1)).when(~thd).then(at(q, -2)),
+        head_dim=at(q, -1),
+        kv_heads=pl.when(bshd & (k.list.len() == 4)).then(at(k, 2))
+        .when((four & (k.list.len() == 4)) | (thd & (k.list.len() == 3))).then(at(k, 1)),
         dtype=types.list.get(0, null_on_oob=True).replace(DTYPES),
         attn_mask=pl.when(is_sdpa).then(dims.list.get(3, null_on_oob=True).str.contains(r"\d")),
         dropout_p=pl.when(is_sdpa).then(

@@ -8,12 +8,16 @@ Evidence, strongest first (a weaker region is dropped where it overlaps a strong
 | `module`        | `python_function` `nn.Module: <Name>Attention<...>_<n>` (with_modules)       |
 | `sdpa_op`       | `aten::scaled_dot_product_attention` and its backend ops                     |
 | `flex_op`       | FlexAttention ops (`flex_attention`), Triton template kernels under them     |
-| `external_op`   | library ops: `flash_attn::*` (the flash-attn package), `aiter::*`, xformers  |
+| `external_op`   | library ops: `flash_attn::*` (the flash-attn package), `aiter::*`, xformers; |
+|                 | serving engines' `vllm::unified_attention*`, `sglang::unified_attention*`;   |
+|                 | autograd functions `*FlashAttn*Func` (`FlashAttnFunc`, `FlashAttnVarlenFunc`) |
 | `eager_pattern` | matmul/bmm -> [mul/div] -> [masked_fill/add/where] -> softmax -> matmul/bmm  |
 
 The last four are also the *core* of a call: the part that computes attention itself
 (a call found from a range or a module also holds projections, rotary embeddings, ...).
-Kernel counts, GPU time and the backend are read from the core when one is found.
+Kernel counts, GPU time and the backend are read from the core when one is found, never
+from the enclosing module or range (whose projection GEMMs are not attention); nested core
+ops (SDPA -> its backend op) make one core, the outermost of them.
 
 The eager pattern is matched on the sequence of *token* ops of each thread (outermost
 matmul/bmm/einsum = G, mul/div = S, masked_fill/add/where = M, softmax = X; `linear`,
@@ -47,6 +51,12 @@ EXTERNAL_RE = (
     r"^(?:flash_attn(?:_\d)?|_flash_attn\w*|flash_attn_3|aiter|vllm_flash_attn|_vllm_fa\d_C|xformers)"
     r"::\w*(?:attn|attention|fwd|forward|mha)\w*$"
 )
+# the attention op of a serving engine's attention layer (vLLM's `Attention` module, SGLang's
+# `RadixAttention`): cache write + the backend's kernel; not `vllm::unified_kv_cache_update`
+SERVING_RE = r"^(?:vllm|sglang)::unified_(?:mla_)?attention(?:_with_output)?$"
+# a custom autograd function's forward is recorded under its class name (flash-attn < 2.7,
+# and models that wrap their own kernels): FlashAttnFunc, FlashAttnVarlenFunc, ...
+AUTOGRAD_RE = r"^_?\w*FlashAttn\w*Func$"
 BACKWARD_RE = r"(?i)backward"
 DEFAULT_MAX_WINDOW_NS = 100_000_000
 
@@ -127,7 +137,8 @@ def core_kind(name: pl.Expr) -> pl.Expr:
         .then(pl.lit("sdpa"))
         .when(forward & name.str.contains(FLEX_RE))
         .then(pl.lit("flex"))
-        .when(forward & name.str.contains(EXTERNAL_RE))
+        .when(forward & (name.str.contains(EXTERNAL_RE) | name.str.contains(SERVING_RE)
+                         | name.str.contains(AUTOGRAD_RE)))
         .then(pl.lit("external"))
         .otherwise(pl.lit(None, STR))
     )

@@ -9,7 +9,14 @@ named by the columns (`docs/roofline.md` has the long form):
   intensity >= ridge, else memory;
 - `min_ns` = max(FLOPs / peak FLOP/s, bytes / peak bandwidth): the roofline's time;
   `efficiency` = min_ns / GPU time = achieved / min(peak, intensity x bandwidth);
-  `time_lost_ns` = GPU time - min_ns ("time left on the table").
+  `time_lost_ns` = max(0, GPU time - min_ns) ("time left on the table").
+
+Shapes left out of every total (`excluded`, with `reason`): `unknown` where the formula
+needs an argument the trace does not record (`work.py`: a conv's stride), and `model
+mismatch` where the shape's min_ns exceeds its GPU time (above 100 % of the ceiling cannot
+happen: the counted work overstates what ran). The headline loss is the sum of the kept
+shapes' losses, never netted against a negative one; its efficiency is min_ns / GPU time
+over the kept shapes.
 
 Which op carries the work: an op with known work carries it unless one of its descendant
 ops also has known work (the innermost known op wins: `aten::linear` -> `aten::addmm`,
@@ -50,21 +57,23 @@ RATE_COLUMNS = ["achieved_tflops", "achieved_gbps", "intensity", "peak_tflops", 
 CALL_COLUMNS = ["eid", *KEYS, "pid", "tid", "ts_ns", "work_class", "compute_dtype", "causal", "flops",
                 "profiler_flops", "flops_source", "bytes", "device", "gpu_ns", "gpu_events", "top_kernel",
                 "kernel_precision", "kernel_tensor_cores", "peak_bf16_tflops", "covered_ns", "rated_ns",
-                *RATE_COLUMNS]
+                *RATE_COLUMNS, "excluded", "reason"]
+# an op shape: the rows of `RooflineResult.ops`; a model mismatch is decided per shape
+SHAPE_KEYS = ["name", "input_dims", "input_types", "concrete_inputs", "work_class", "compute_dtype", "causal"]
 
 
 @dataclass(frozen=True)
 class RooflineResult:
     """Result of `roofline`. Frames are typed and sorted by GPU time (largest first)."""
 
-    calls: pl.DataFrame  # one row per op call carrying work (CALL_COLUMNS)
-    ops: pl.DataFrame  # per (op name, input dims, types, concrete inputs): the table to read
+    calls: pl.DataFrame  # one row per op call carrying work, or of unknown work (CALL_COLUMNS)
+    ops: pl.DataFrame  # per op shape (SHAPE_KEYS): the table to read; `excluded`/`reason` per shape
     op_types: pl.DataFrame  # per op name
     kernels: pl.DataFrame  # per kernel name: work split by time share; covered_ns < gpu_ns if partly unknown
     classes: pl.DataFrame  # per kernel class (taxonomy)
     devices: pl.DataFrame  # the ceilings used, per device (ceilings.CEILINGS_SCHEMA)
     gpu_ns: int  # all GPU work considered (kernels, memsets, device-to-device copies)
-    covered_ns: int  # of which under an op with known work
+    covered_ns: int  # of which under an op with known work (excluded shapes not counted)
     unlinked_ns: int  # of which tied to no CPU op (the rest of the uncovered time: ops without a formula)
     rated_ns: int  # of which also with known ceilings (the denominator of `efficiency`)
     min_ns: float  # roofline time of the rated work
@@ -78,11 +87,22 @@ class RooflineResult:
 
     @property
     def efficiency(self) -> float | None:
+        """Roofline time / GPU time over the kept shapes (at most 1)."""
         return self.min_ns / self.rated_ns if self.rated_ns else None
 
     @property
     def time_lost_ns(self) -> float:
-        return max(self.rated_ns - self.min_ns, 0.0)
+        """The sum of the kept shapes' losses, each max(0, GPU time - min_ns)."""
+        return float(self.ops["time_lost_ns"].sum() or 0.0)
+
+    @property
+    def excluded(self) -> pl.DataFrame:
+        """The op shapes left out of every total, with `excluded` and `reason`."""
+        return self.ops.filter(pl.col("excluded").is_not_null())
+
+    @property
+    def excluded_ns(self) -> int:
+        return int(self.excluded["gpu_ns"].sum() or 0)
 
     def top_lost(self, n: int = 10) -> pl.DataFrame:
         """The op shapes with the most time left on the table."""
@@ -112,8 +132,7 @@ def roofline(trace: Trace, *, peak_tflops: float | Mapping[str, float] | None = 
     covered, rated = int(krows["covered_ns"].sum()), int(krows["rated_ns"].sum())
     return RooflineResult(
         calls=calls.sort(["gpu_ns", "eid"], descending=[True, False]),
-        ops=_by_keys(calls, ["name", "input_dims", "input_types", "concrete_inputs", "work_class",
-                             "compute_dtype", "causal"], "calls"),
+        ops=_by_keys(calls, SHAPE_KEYS, "calls"),
         op_types=_by_keys(calls, ["name", "work_class"], "calls"),
         kernels=_by_keys(krows, ["kernel", "kernel_class"], "count"),
         classes=_by_keys(krows, ["kernel_class"], "count"),
@@ -125,16 +144,32 @@ def roofline(trace: Trace, *, peak_tflops: float | Mapping[str, float] | None = 
 
 
 def _carrier_map(work: pl.DataFrame) -> pl.DataFrame:
-    """(eid, carrier_eid): every op that is a carrier or lies below one."""
+    """(eid, carrier_eid): every op that is a carrier or lies below one.
+
+    Known work carries first (innermost known op); an op of unknown work (`unknown_reason`)
+    carries its kernels only where no op with known work is above or below it, so that the
+    time shows as unknown instead of vanishing into the uncovered rest."""
     known = work.filter(pl.col("flops").is_not_null()).select("eid")
-    if known.is_empty():  # (no carrier: the ops' closure, 0.1 GB on the 1 GB trace, is not needed)
+    unknown = work.filter(pl.col("flops").is_null() & pl.col("unknown_reason").is_not_null()).select("eid")
+    if known.is_empty() and unknown.is_empty():  # (the ops' closure, 0.1 GB on the 1 GB trace, is not needed)
         return pl.DataFrame(schema={"eid": work.schema["eid"], "carrier_eid": work.schema["eid"]})
     pairs = ancestors(work)
-    shadowed = pairs.join(known, on="eid", how="semi").select(pl.col("ancestor_eid").alias("eid")).unique()
-    carriers = known.join(shadowed, on="eid", how="anti")
-    below = pairs.join(carriers.rename({"eid": "ancestor_eid"}), on="ancestor_eid", how="semi")
-    return pl.concat([carriers.with_columns(carrier_eid=pl.col("eid")),
-                      below.select("eid", pl.col("ancestor_eid").alias("carrier_eid"))])
+
+    def innermost(cands: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        above = pairs.join(cands, on="eid", how="semi").select(pl.col("ancestor_eid").alias("eid")).unique()
+        carriers = cands.join(above, on="eid", how="anti")
+        below = pairs.join(carriers.rename({"eid": "ancestor_eid"}), on="ancestor_eid", how="semi")
+        return carriers, below, above
+
+    carriers, below, above = innermost(known)
+    parts = [carriers.with_columns(carrier_eid=pl.col("eid")),
+             below.select("eid", pl.col("ancestor_eid").alias("carrier_eid"))]
+    unknown = unknown.join(pl.concat([carriers, below.select("eid"), above]), on="eid", how="anti")
+    if not unknown.is_empty():
+        u_carriers, u_below, _ = innermost(unknown)
+        parts += [u_carriers.with_columns(carrier_eid=pl.col("eid")),
+                  u_below.select("eid", pl.col("ancestor_eid").alias("carrier_eid"))]
+    return pl.concat(parts)
 
 
 def _gpu_rows(trace: Trace) -> pl.DataFrame:
@@ -183,8 +218,28 @@ def _calls(work: pl.DataFrame, rows: pl.DataFrame, ceilings: pl.DataFrame) -> pl
     memory_ns = pl.when(nbytes.is_null()).then(0.0).otherwise(nbytes / pl.col("peak_gbps"))
     calls = calls.with_columns(min_ns=pl.when(compute_ns.is_null() | memory_ns.is_null()).then(None)
                                .otherwise(pl.max_horizontal(compute_ns, memory_ns)))
-    calls = calls.with_columns(covered_ns=pl.col("gpu_ns"), rated_ns=_rated(pl.col("gpu_ns")))
+    calls = _exclusions(calls.with_columns(rated_ns=_rated(pl.col("gpu_ns"))))
+    keep = pl.col("excluded").is_null()
+    calls = calls.with_columns(
+        min_ns=pl.when(keep).then("min_ns"),
+        covered_ns=pl.when(keep & pl.col("flops").is_not_null()).then(pl.col("gpu_ns")).otherwise(0),
+    ).with_columns(rated_ns=_rated(pl.col("gpu_ns")))
     return _rates(calls).select(CALL_COLUMNS).collect(engine=ENGINE)
+
+
+def _exclusions(calls: pl.LazyFrame) -> pl.LazyFrame:
+    """`excluded` and `reason` per call: `unknown` (the formula lacks an argument) or, per op
+    shape, `model mismatch` (the shape's roofline time exceeds its GPU time)."""
+    rated = pl.col("rated_ns").sum().over(SHAPE_KEYS)
+    ratio = pl.when(rated > 0).then(pl.col("min_ns").sum().over(SHAPE_KEYS) / rated)
+    over = pl.col("unknown_reason").is_null() & (ratio > 1)
+    why = pl.format("{} % of the ceiling computed: the work counted from the shapes overstates what ran",
+                    (ratio * 100).round(1))
+    return calls.with_columns(
+        excluded=pl.when(pl.col("unknown_reason").is_not_null()).then(pl.lit("unknown"))
+        .when(over).then(pl.lit("model mismatch")),
+        reason=pl.when(pl.col("unknown_reason").is_not_null()).then("unknown_reason").when(over).then(why),
+    )
 
 
 def _rated(time: pl.Expr) -> pl.Expr:
@@ -197,8 +252,10 @@ def _kernel_rows(rows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     A call's work is split over its kernels by time share; its memsets and copies get no
     work (they are overhead of the call) unless the call launched no kernel at all.
     """
-    per_call = calls.lazy().select(carrier_eid="eid", _call_ns="gpu_ns", _f="flops", _b="bytes", _m="min_ns",
-                            peak_tflops="peak_tflops", peak_gbps="peak_gbps")
+    keep = pl.col("excluded").is_null()  # an excluded call's work counts in no total
+    per_call = calls.lazy().select(carrier_eid="eid", _call_ns="gpu_ns", _f=pl.when(keep).then("flops"),
+                                   _b=pl.when(keep).then("bytes"), _m="min_ns",
+                                   peak_tflops="peak_tflops", peak_gbps="peak_gbps")
     is_kernel = pl.col("cat") == "kernel"
     out = rows.lazy().join(per_call, on="carrier_eid", how="left", maintain_order="left").with_columns(
         _k_ns=pl.col("dur_ns").filter(is_kernel).sum().over("carrier_eid"))
@@ -221,6 +278,8 @@ def _by_keys(frame: pl.DataFrame, keys: list[str], count_name: str) -> pl.DataFr
                  for c in ("top_kernel", "kernel_precision", "kernel_tensor_cores")]
         extra += [pl.col("eid").sort_by("ts_ns").head(3).alias("example_eids"),
                   pl.col("device").min().alias("device"), pl.col("peak_bf16_tflops").max()]
+    if "excluded" in frame.columns and set(keys) >= set(SHAPE_KEYS):  # (one value per shape)
+        extra += [pl.col("excluded").first(), pl.col("reason").first()]
     # text keys grouped as codes: on several keys Polars groups on a copy of each row's keys,
     # the whole text of every kernel name (0.13 GB at once for the 1 GB trace's 535k kernels)
     text = [k for k in keys if frame.schema[k] == pl.String]
@@ -254,7 +313,9 @@ def _rates(frame: pl.LazyFrame) -> pl.LazyFrame:
         .when(intensity >= ridge).then(pl.lit("compute")).otherwise(pl.lit("memory")),
         attainable_tflops=pl.when(intensity.is_not_null())
         .then(pl.min_horizontal(peak, intensity * bw / 1e3)),
-        efficiency=pl.when(rated > 0).then(pl.col("min_ns") / rated),
+        # never above 1: a shape above its ceiling is excluded upstream (`_exclusions`); a
+        # per-kernel sum over calls of different speed may still be, and then reads null
+        efficiency=pl.when((rated > 0) & (pl.col("min_ns") <= rated)).then(pl.col("min_ns") / rated),
         time_lost_ns=pl.when(rated > 0).then((rated - pl.col("min_ns")).clip(lower_bound=0.0)),
     )
 
@@ -359,7 +420,7 @@ def _gemm_finding(result: RooflineResult, min_eff: float, floor_ns: float, n: in
 def _chain_finding(result: RooflineResult, min_ops: int, floor_ns: float, n: int) -> dict | None:
     """Runs of >= min_ops memory-bound calls in a row on one thread (no GEMM/attention between):
     fused, such a run would cost about its largest member; the rest is the saving."""
-    ok = pl.col("work_class").is_in(CHAIN_CLASSES) & (pl.col("bound") == "memory")
+    ok = pl.col("work_class").is_in(CHAIN_CLASSES) & (pl.col("bound") == "memory") & pl.col("excluded").is_null()
     calls = result.calls.sort("pid", "tid", "ts_ns").with_columns(
         _run=(~ok).cast(pl.Int64).cum_sum().over("pid", "tid"), _ok=ok).filter("_ok")
     chains = calls.group_by("pid", "tid", "_run").agg(

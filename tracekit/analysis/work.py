@@ -9,7 +9,10 @@ With `record_shapes=True` every `cpu_op` carries `Input Dims`, `Input type` and
   once (what a perfectly cached kernel would move; the real kernel moves at least this);
 - `work_class` (gemm, attention, conv, elementwise, reduction, normalization, softmax,
   embedding, gather, copy), `compute_dtype` (bf16, fp16, fp32, fp64, fp8, int8, ...) and
-  `causal` (attention only).
+  `causal` (attention only);
+- `unknown_reason`: set (with null FLOPs and bytes) when the op's formula needs an argument
+  the trace does not record (a convolution's stride, padding, dilation or groups): a
+  default would be a guess, and a stride-2 conv counted at stride 1 has 4x its FLOPs.
 
 The Python work is done once per unique (name, dims, types, concrete inputs) combination
 (shapes repeat: a 24-layer model has a few dozen), then joined back to every call. Where
@@ -30,7 +33,7 @@ import polars as pl
 KEYS = ["name", "input_dims", "input_types", "concrete_inputs"]
 WORK_SCHEMA: dict[str, pl.DataType] = {
     "work_class": pl.String, "flops": pl.Float64, "bytes": pl.Float64,
-    "compute_dtype": pl.String, "causal": pl.Boolean,
+    "compute_dtype": pl.String, "causal": pl.Boolean, "unknown_reason": pl.String,
 }
 TENSOR_CLASSES = ("gemm", "attention", "conv")
 
@@ -60,10 +63,11 @@ SCALAR_TYPES: dict[str, str] = {
 
 class Work(NamedTuple):
     work_class: str
-    flops: float
+    flops: float | None  # None only with `unknown_reason`
     bytes: float | None
     compute_dtype: str | None = None
     causal: bool | None = None
+    unknown_reason: str | None = None
 
 
 class Args:
@@ -207,11 +211,21 @@ CONV: dict[str, tuple[int, int, int, int | None, int | None, int]] = {
 }
 
 
+CONV_ARGS = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
+
+
 def _conv(x: Args, spec: tuple[int, int, int, int | None, int | None, int]) -> Work | None:
+    """Conv work from the shapes and the recorded arguments; unknown (with the reason) when
+    one of stride, padding, dilation, groups (and transposed, output_padding where the op
+    takes them) is not in `Concrete Inputs` (traces before it existed, or a missing entry)."""
     s_at, p_at, d_at, t_at, op_at, g_at = spec
     inp, wt = x.shape(0), x.shape(1)
     if inp is None or wt is None or len(inp) < 3 or len(wt) != len(inp):
         return None
+    missing = [name for name, at in zip(CONV_ARGS, spec) if at is not None and at >= 0 and not x.text(at)]
+    if missing:
+        where = "no Concrete Inputs" if not any(x.text(i) for i in range(len(x.concrete))) else "Concrete Inputs"
+        return Work("conv", None, None, x.label(0), unknown_reason=f"{', '.join(missing)} not recorded ({where})")
     n_sp = len(inp) - 2
     transposed = t_at == -1 or (t_at is not None and x.text(t_at) == "True")
 
@@ -223,7 +237,7 @@ def _conv(x: Args, spec: tuple[int, int, int, int | None, int | None, int]) -> W
     stride, dil, out_pad = vec(s_at, 1), vec(d_at, 1), vec(op_at, 0)
     pad_text = x.text(p_at)
     ksp = wt[2:]
-    pad = [0] * n_sp if pad_text in ("valid", "") else vec(p_at, 0)
+    pad = [0] * n_sp if pad_text == "valid" else vec(p_at, 0)
     if pad_text == "same":
         pad = [d * (k - 1) // 2 for d, k in zip(dil, ksp)]
     groups = (_ints(x.text(g_at)) or [1])[0]
@@ -383,7 +397,8 @@ def op_work(ops: pl.DataFrame) -> pl.DataFrame:
     """`ops` plus `WORK_SCHEMA` columns, `profiler_flops` (the trace's own) and `flops_source`.
 
     `flops` is the formula's count, else the profiler's; `flops_source` says which
-    (`formula`, `profiler`, or null when neither is known).
+    (`formula`, `profiler`, or null when neither is known). The profiler's count clears an
+    `unknown_reason` (it was computed from the arguments the trace does not show).
     """
     ops = ops.rename({"flops": "profiler_flops"})
     names = [n for n in ops["name"].unique().drop_nulls().to_list() if handler_for(n) is not None]
@@ -405,4 +420,6 @@ def op_work(ops: pl.DataFrame) -> pl.DataFrame:
         flops_source=pl.when(pl.col("flops").is_not_null()).then(pl.lit("formula"))
         .when(pl.col("profiler_flops").is_not_null()).then(pl.lit("profiler")),
         flops=pl.coalesce("flops", "profiler_flops"),
+        unknown_reason=pl.when(pl.col("flops").is_null() & pl.col("profiler_flops").is_null())
+        .then("unknown_reason"),
     )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 ROW_COLUMNS = ["name", "input_dims", "compute_dtype", "causal", "calls", "gpu_ns", "flops", "bytes",
                "achieved_tflops", "achieved_gbps", "intensity", "bound", "peak_tflops", "peak_gbps",
                "efficiency", "time_lost_ns", "top_kernel", "first_ts_ns", "example_eids"]
+EXCLUDED_COLUMNS = ["name", "input_dims", "calls", "gpu_ns", "excluded", "reason"]
 
 
 @click.command()
@@ -68,6 +69,8 @@ def _json(trace: str, r: RooflineResult, findings: list[dict], top: int) -> dict
     return {"file": trace, "devices": r.devices.to_dicts(), "gpu_ns": r.gpu_ns, "covered_ns": r.covered_ns,
             "unlinked_ns": r.unlinked_ns,
             "rated_ns": r.rated_ns, "min_ns": r.min_ns, "time_lost_ns": r.time_lost_ns,
+            "excluded_ns": r.excluded_ns,
+            "excluded": r.excluded.select(*EXCLUDED_COLUMNS).head(top).to_dicts(),
             "coverage": r.coverage, "efficiency": r.efficiency, "flops": r.flops, "bytes": r.bytes,
             "top_lost": r.top_lost(top).select(ROW_COLUMNS).to_dicts(),
             "ops": r.ops.head(top).select(ROW_COLUMNS).to_dicts(),
@@ -82,6 +85,7 @@ def _rate(v: float | None, digits: int = 3) -> str:
 def _text(r: RooflineResult, findings: list[dict], top: int, active: set[int] | None = None) -> str:
     """`active`: the devices with GPU work; only those are listed when there are any (the
     device properties name every GPU of the machine, not only the ones the trace used)."""
+    import polars as pl
     known = r.devices.to_dicts()
     used = [d for d in known if active and d["device"] in active] or known
     devices = [f"{d['device']}: {d['product'] or 'unknown'} ({d['device_name'] or 'unnamed'}), bf16 "
@@ -94,7 +98,15 @@ def _text(r: RooflineResult, findings: list[dict], top: int, active: set[int] | 
              f"GPU time    {fmt.ns(r.gpu_ns)}; under ops with known work {fmt.ns(r.covered_ns)} "
              f"({fmt.pct(r.coverage)}); tied to no op {fmt.ns(r.unlinked_ns)}",
              f"roofline    {fmt.ns(r.min_ns)} at the ceilings for {fmt.ns(r.rated_ns)} of rated work: "
-             f"{fmt.pct(r.efficiency)} efficiency, {fmt.ns(r.time_lost_ns)} left on the table", ""]
+             f"{fmt.pct(r.efficiency)} efficiency, {fmt.ns(r.time_lost_ns)} left on the table "
+             "(the sum of the shapes' losses)"]
+    out = r.excluded
+    if out.height:
+        kinds = [f"{fmt.counted(int(g.height), 'shape')} {kind} ({fmt.ns(int(g['gpu_ns'].sum()))})"
+                 for kind, g in ((k, out.filter(pl.col("excluded") == k)) for k in ("unknown", "model mismatch"))
+                 if g.height]
+        lines.append(f"left out    {'; '.join(kinds)}: in no total")
+    lines.append("")
     heads = ["op", "shapes", "dtype", "calls", "GPU time", "TFLOP/s", "GB/s", "FLOP/B", "bound", "% ceiling",
              "lost"]
     rows = [[clip(x["name"], 34), clip(x["input_dims"], 34), x["compute_dtype"] or "?", fmt.count(x["calls"]),
@@ -102,6 +114,11 @@ def _text(r: RooflineResult, findings: list[dict], top: int, active: set[int] | 
              _rate(x["intensity"]), x["bound"] or "–", fmt.pct(x["efficiency"]), fmt.ns(x["time_lost_ns"])]
             for x in r.top_lost(top).to_dicts()]
     lines += ["ops with the most time left on the table", table(heads, rows, right=range(3, 11)), ""]
+    if out.height:
+        rows = [[clip(x["name"], 34), clip(x["input_dims"], 34), fmt.count(x["calls"]), fmt.ns(x["gpu_ns"]),
+                 x["reason"]] for x in out.sort(["gpu_ns", "name"], descending=[True, False]).head(top).to_dicts()]
+        lines += ["op shapes left out (work unknown, or a model above the ceiling)",
+                  table(["op", "shapes", "calls", "GPU time", "why"], rows, right=range(2, 4)), ""]
     rows = [[x["kernel_class"], fmt.count(x["count"]), fmt.ns(x["gpu_ns"]), fmt.ns(x["covered_ns"]),
              _rate(x["achieved_tflops"]), _rate(x["achieved_gbps"], 4), fmt.pct(x["efficiency"]),
              fmt.ns(x["time_lost_ns"])] for x in r.classes.to_dicts()]

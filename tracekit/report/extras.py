@@ -149,11 +149,11 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
     table = frame_table("roofline", "Ops against the device's ceilings", ops, cols, limit=top)
     paras = [f"Overall efficiency {fmt.pct(getattr(rf, 'efficiency', None))}; time left on the table "
              f"{fmt.ns(getattr(rf, 'time_lost_ns', None))} (work known for {fmt.pct(getattr(rf, 'coverage', None))} of GPU time)."]
-    over = int((ops["efficiency"] > 1).sum())
-    if over:  # more than the device can do: the work read from the shapes overstates what ran
-        paras.append(fmt.agree("{n} [rows exceed their|row exceeds its] ceiling: the FLOPs or bytes counted from the "
-                               "recorded shapes overstate the work that ran (a broadcast, a strided view), so read "
-                               "[them|it] as approximate.", over).format(n=fmt.counted(over, "op")))
+    out = ops.filter(pl.col("excluded").is_not_null()) if "excluded" in ops.columns else ops.clear()
+    if out.height:  # work unknown (an argument not recorded), or above the ceiling (the model overstates it)
+        paras.append(fmt.agree("{n} ({ns}) [are|is] left out of every figure: {why}.", out.height).format(
+            n=fmt.counted(out.height, "op shape"), ns=fmt.ns(int(out["gpu_ns"].sum())),
+            why="; ".join(dict.fromkeys(f"{x['name']}: {x['reason']}" for x in out.head(3).to_dicts()))))
     paras += [str(n) for n in getattr(rf, "notes", ())]
     return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
