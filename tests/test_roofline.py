@@ -14,7 +14,8 @@ from conftest import all_real_traces, real_trace
 
 import tracekit
 from tracekit.analysis.ceilings import PRODUCTS, device_ceilings, load_ceilings_file, match_device, override
-from tracekit.analysis.roofline import roofline, roofline_findings
+from tracekit.analysis.roofline import roofline
+from tracekit.analysis.roofline_findings import roofline_findings
 from tracekit.analysis.work import work_of
 from tracekit.cli.main import cli
 from tracekit.errors import UsageError

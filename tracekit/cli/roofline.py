@@ -47,7 +47,7 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
         options = load_ceilings_file(ceilings_file)
     loading = Loading(trace)  # read while the analysis (and Polars) is imported
     from tracekit.analysis.roofline import roofline as analyse
-    from tracekit.analysis.roofline import roofline_findings
+    from tracekit.analysis.roofline_findings import roofline_findings
     from tracekit.render.roofline_svg import roofline_svg
 
     given = {"peak_tflops": peak_tflops, "peak_gbps": peak_gbps}
