@@ -41,17 +41,19 @@ def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.Data
     return _with_and_without_c(monkeypatch, lambda: with_parents(frame))
 
 
-# thread 1/1: 10 [0,100) > 11 [10,50) > 12 [20,30); 13 [50,50) zero-length at 11's end;
-# 14 [60,90) under 10; 15 [100,120) top level again; 16 [110,130) overlaps 15's end.
-# thread 1/2: 20 [5,15), 21 [5,15) same span (eid order: 20 outer), 22 [15,15) at their end.
+# thread 1/1: 10 [0,100) > 11 [10,50) > 12 [20,30); 13 [50,50) zero-length at 11's end, where
+# nothing longer starts: inside 11; 14 [60,90) under 10; 15 [100,120) top level again (it
+# starts at 10's end); 16 [110,130) overlaps 15's end (overlapping slices: the count's answer).
+# thread 1/2: 20 [5,15), 21 [5,15) same span (eid order: 20 outer), 22 [15,15) at their end:
+# inside 21.
 HAND = [
     (10, "1", "1", 0, 100), (11, "1", "1", 10, 40), (12, "1", "1", 20, 10), (13, "1", "1", 50, 0),
     (14, "1", "1", 60, 30), (15, "1", "1", 100, 20), (16, "1", "1", 110, 20),
     (20, "1", "2", 5, 10), (21, "1", "2", 5, 10), (22, "1", "2", 15, 0),
 ]
 EXPECTED = {  # eid: (depth, parent_eid)
-    10: (0, None), 11: (1, 10), 12: (2, 11), 13: (1, 10), 14: (1, 10), 15: (0, None), 16: (1, 15),
-    20: (0, None), 21: (1, 20), 22: (0, None),
+    10: (0, None), 11: (1, 10), 12: (2, 11), 13: (2, 11), 14: (1, 10), 15: (0, None), 16: (1, 15),
+    20: (0, None), 21: (1, 20), 22: (2, 21),
 }
 
 
@@ -83,6 +85,45 @@ def test_null_times_take_the_polars_joins(monkeypatch):
 
 slices = st.lists(st.tuples(st.sampled_from(["1", "2", None]), st.sampled_from(["7", "8"]), st.integers(0, 30),
                             st.sampled_from([0, 0, 1, 2, 5, 10, 30])), max_size=40)
+# few instants, many zero lengths: equal starts, zero-length slices at the instants others
+# start and end, and runs of them (each tuple repeated 1-4 times)
+crowded = st.lists(st.tuples(st.sampled_from(["1", None]), st.sampled_from(["7", "8"]), st.sampled_from([0, 5, 10, 15]),
+                             st.sampled_from([0, 0, 0, 5, 10, 15]), st.integers(1, 4)), max_size=20).map(
+    lambda rows: [r[:4] for r in rows for _ in range(r[4])])
+
+
+def _stack_tree(rows: list[tuple]) -> dict[int, tuple[int, int | None]]:
+    """eid -> (depth, parent) by the rule (`nesting`): per thread in (start, longer first,
+    eid) order, the child of the last earlier slice of positive length that ends at or
+    after it."""
+    out, stack = {}, {}
+    for eid, pid, tid, ts, dur in sorted(rows, key=lambda r: (r[1] or "", r[2], r[3], -r[4], r[0])):
+        open_ = stack.setdefault((pid, tid), [])
+        while open_ and not (open_[-1][2] > 0 and ts + dur <= open_[-1][1]):
+            open_.pop()
+        out[eid] = (len(open_), open_[-1][0] if open_ else None)
+        open_.append((eid, ts + dur, dur))
+    return out
+
+
+def _nested_rows(rnd, lo: int, hi: int, depth: int, out: list) -> None:
+    """Properly nested slices in [lo, hi] (as profilers write them), on a grid of 5 ns:
+    children that touch, zero-length ones at any instant (also at a parent's ends), runs
+    of them, and equal spans."""
+    at = lo
+    while at <= hi and len(out) < 40:
+        kind = rnd.random()
+        if kind < 0.3:  # a run of zero-length slices
+            out.extend([(at, 0)] * rnd.randint(1, 3))
+        elif depth < 4 and at < hi:
+            end = rnd.randrange(at + 5, hi + 5, 5)
+            out.extend([(at, end - at)] * (2 if rnd.random() < 0.1 else 1))
+            _nested_rows(rnd, at, end, depth + 1, out)
+            at = end
+            continue
+        at += rnd.choice([0, 5, 5, 10])
+        if rnd.random() < 0.2:
+            break
 
 
 @settings(max_examples=300, deadline=None)
@@ -92,6 +133,28 @@ def test_c_pass_matches_the_polars_joins(rows):
     # in any order, and in time order (a trace's, where the C pass's sort keeps the eid order)
     for rows_in in (frame, frame.sort("ts_ns", "eid")):
         assert with_parents(rows_in).equals(_without_c(lambda r=rows_in: with_parents(r)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(crowded, st.randoms(use_true_random=False))
+def test_c_pass_matches_the_polars_joins_at_crowded_instants(rows, rnd):
+    rnd.shuffle(rows)
+    frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
+    for rows_in in (frame, frame.sort("ts_ns", "eid")):
+        assert with_parents(rows_in).equals(_without_c(lambda r=rows_in: with_parents(r)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.randoms(use_true_random=False))
+def test_properly_nested_slices_get_the_rule_s_tree(rnd, order):
+    spans: list[tuple[int, int]] = []
+    _nested_rows(rnd, 0, 60, 0, spans)
+    rows = [(100 + i, "1", "7", ts, dur) for i, (ts, dur) in enumerate(spans)]
+    order.shuffle(rows)
+    want = _stack_tree(rows)
+    frame = _frame(rows)
+    for got in (with_parents(frame), _without_c(lambda: with_parents(frame))):
+        assert {e: (d, p) for e, d, p in got.select("eid", "depth", "parent_eid").iter_rows()} == want
 
 
 @pytest.mark.real

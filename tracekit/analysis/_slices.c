@@ -6,9 +6,12 @@
  * the order `_nest` sorts them: thread, start, longer first, eid. Output: depth and parent
  * eid per row in that order, with the same definitions as the Polars code, which stays the
  * reference:
- *   depth  = max(0, index in the thread - max(0, ended - own)), where `ended` counts the
- *            thread's slices that end at or before the row's start and `own` is 1 for a
- *            zero-length row (it ends at its own start);
+ *   depth  = max(0, index in the thread - max(0, closed)), where `closed` counts the rows
+ *            before it that are closed at its start t: the thread's slices that end before
+ *            t; those that started before t and end at t, when the row's instant opens
+ *            (its longest row has a positive duration; else they stay open: a zero-length
+ *            slice at the instant a longer one ends is inside it); and the rows of duration
+ *            <= 0 of its instant before it (a zero-length slice contains nothing);
  *   parent = the eid of the last earlier row of the thread whose depth is one less
  *            (none at depth 0).
  * For properly nested slices that is the stack of open slices; overlapping ones get the
@@ -92,11 +95,20 @@ static void nest_thread(const int64_t *ts, const int64_t *dur, const int64_t *en
     int64_t n = b - a;
     memcpy(ends, end + a, (size_t)n * sizeof(int64_t));
     qsort(ends, (size_t)n, sizeof(int64_t), by_value);
-    int64_t ended = 0, deepest = -1; /* ends <= the current start; `last` is set up to `deepest` */
+    /* ends before / at or before the current start; `last` is set up to `deepest` */
+    int64_t lt = 0, le = 0, deepest = -1;
+    int64_t flat = 0, flat_before = 0, opens = 0; /* the start instant's rows of dur <= 0, those before the row */
     for (int64_t k = 0; k < n; k++) {
         int64_t i = a + k;
-        while (ended < n && ends[ended] <= ts[i]) ended++;
-        int64_t before = ended - (dur[i] == 0);
+        if (k == 0 || ts[i] != ts[i - 1]) { /* a new start instant (its longest row first) */
+            flat = flat_before = 0;
+            for (int64_t j = i; j < b && ts[j] == ts[i]; j++) flat += dur[j] <= 0;
+            opens = dur[i] > 0;
+            while (lt < n && ends[lt] < ts[i]) lt++;
+            while (le < n && ends[le] <= ts[i]) le++;
+        }
+        int64_t before = lt + (opens ? le - lt - flat : 0) + flat_before;
+        flat_before += dur[i] <= 0;
         if (before < 0) before = 0;
         int64_t d = k - before;
         if (d < 0) d = 0;

@@ -21,16 +21,16 @@ count twice. GPU events with no op are counted, never dropped (`unlinked_events`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
-from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops, link_warnings
 from tracekit.analysis.nesting import ancestors, in_time_order, parent_rows, rows_of
-from tracekit.analysis.shared import ENGINE, remember
-from tracekit.model import TEXT, Trace
+from tracekit.analysis.shared import ENGINE, remember, sharing
+from tracekit.model import TEXT, WARNINGS_SCHEMA, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
@@ -64,6 +64,8 @@ class Attribution:
     unlinked_ns: int
     no_launch_events: int  # of the unlinked: no launch call found at all
     silent_op_names: int  # op names none of whose calls launched GPU work
+    # what the links noticed (`links.link_warnings`, `model.WARNINGS_SCHEMA`): External ids rejected
+    warnings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=WARNINGS_SCHEMA))
 
 
 def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
@@ -74,7 +76,9 @@ def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
         on the 1 GB trace's 1.36M ops they held 0.13 GB through the rest of the analyses
         and the report.
     """
-    rows, gpu, tree, closure = _instance_rows(trace)
+    with sharing():  # (the links' warnings read the launch links `_instance_rows` made)
+        rows, gpu, tree, closure = _instance_rows(trace)
+        warnings = link_warnings(trace, gpu=gpu)
     ops = _per_name(rows, gpu, closure, total_ns=int(gpu["dur_ns"].sum() or 0),
                     recursive=tree[1] if tree else None)
     no_op = gpu.filter(pl.col("op_eid").is_null())
@@ -89,6 +93,7 @@ def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
         unlinked_ns=int(no_op["dur_ns"].sum() or 0),
         no_launch_events=int(gpu["launch_eid"].null_count()),
         silent_op_names=int(ops["launches_nothing"].sum() or 0),
+        warnings=warnings,
     )
 
 

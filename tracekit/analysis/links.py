@@ -3,9 +3,16 @@
 - GPU activity -> launch call: `correlation` (the CUPTI id both carry). A `cudaGraphLaunch`
   has one correlation for all the kernels of the graph: each gets the same launch.
 - launch call -> CPU op: the launch's `External id` equals the launching `cpu_op`'s
-  (Kineto since 2021). Where a trace has no External ids (or no match), the innermost
-  `cpu_op` on the same thread whose span contains the call is used instead ("containment").
-- A GPU row with no launch match but an `External id` of its own is tied to that op.
+  (Kineto since 2021), taken only where that op is on the call's thread and contains it
+  in time (`ts <= call.ts`, `call.end <= end`) and the id is not the call's own
+  `correlation`: PyTorch 2.0-era Kineto writes the correlation there, which can equal an
+  unrelated op's id. Otherwise (no External id, no op of it, or a rejected one) the
+  innermost `cpu_op` on the same thread whose span contains the call ("containment");
+  `link_warnings` counts the rejected ids.
+- A GPU row has its launch call's op. Its own `External id` is not used: it could only be
+  checked against the launch call, inside which containment has already found the op,
+  and a row without a launch call cannot be checked (`link_warnings` counts those whose
+  id names an op).
 
 Inside `shared.sharing()` (every `analyse()` run) each frame is computed once per trace.
 """
@@ -17,7 +24,7 @@ import polars as pl
 from tracekit.analysis import native
 from tracekit.analysis.nesting import in_time_order, parent_rows, rows_of, with_parents
 from tracekit.analysis.shared import remember
-from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, Trace
+from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, WARNINGS_SCHEMA, Trace
 
 LAUNCH_COLUMNS = {
     "launch_eid": pl.Int64,
@@ -27,7 +34,7 @@ LAUNCH_COLUMNS = {
     "launch_pid": TEXT,
     "launch_tid": TEXT,
 }
-LINK = pl.Enum(["external_id", "containment", "gpu_external_id"])  # how a row's op was found: one byte a row
+LINK = pl.Enum(["external_id", "containment"])  # how a row's op was found: one byte a row
 # the names the calls and the GPU work are given (their launch call's, their op's) are codes
 # (`model.TEXT`): four bytes a row where text took a 16-byte view, in frames held for the
 # whole of `analyse()` (the 1 GB trace's 1.02M calls and 0.53M GPU rows: 24 MiB)
@@ -62,16 +69,18 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     rt = trace.runtime
     if rt.is_empty() or ops.is_empty():
         return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
-    # the deepest op of each External id (ties: the first in time), on the three columns it
-    # reads: sorting every column of the ops cost 0.4 s on the 1 GB trace
-    by_ext = (
-        ops.select("external_id", "depth", "eid").filter(pl.col("external_id").is_not_null())
-        .sort("depth", descending=True, maintain_order=True)
-        .unique("external_id", keep="first")
-        .select("external_id", pl.col("eid").alias("_x_eid"))
-    )
-    # the joins keep the calls' order (time, then eid): no sort of every column afterwards
-    linked = rt.join(by_ext, on="external_id", how="left", maintain_order="left")
+    # the deepest op of each External id on each thread (ties: the first in time), on the
+    # columns it reads: sorting every column of the ops cost 0.4 s on the 1 GB trace
+    by_ext = _ops_by_ext(ops, ("pid", "tid"))
+    # the joins keep the calls' order (time, then eid): no sort of every column afterwards.
+    # No link: an op that does not contain the call, and an id that is the call's own
+    # correlation (PyTorch 2.0-era Kineto writes that on every call: where it names an op
+    # that contains the call, that op is an ancestor by chance; where the id is right,
+    # containment finds the same op)
+    held = ((pl.col("_x_ts") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_x_end"))
+            & pl.col("external_id").ne_missing(pl.col("correlation")))
+    linked = rt.join(by_ext, on=["external_id", "pid", "tid"], how="left", maintain_order="left").with_columns(
+        _x_eid=pl.when(held).then("_x_eid")).drop("_x_ts", "_x_end")
     contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), ops)
     linked = linked.join(contained, on="eid", how="left", maintain_order="left").with_columns(
         op_eid=pl.coalesce("_x_eid", "_c_eid"),
@@ -81,6 +90,18 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     names = ops.select(pl.col("eid").alias("op_eid"), pl.col("name").cast(TEXT).alias("op_name"),
                        pl.col("external_id").alias("op_external_id"))
     return in_time_order(linked.join(names, on="op_eid", how="left", maintain_order="left").drop("_x_eid", "_c_eid"))
+
+
+def _ops_by_ext(ops: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.DataFrame:
+    """(external_id, *keys, _x_eid, _x_ts, _x_end): the deepest op of each External id (and
+    `keys`), ties the first in time."""
+    return (
+        ops.select("external_id", *keys, "depth", "eid", "ts_ns", "end_ns").filter(pl.col("external_id").is_not_null())
+        .sort("depth", descending=True, maintain_order=True)
+        .unique(["external_id", *keys], keep="first")
+        .select("external_id", *keys, pl.col("eid").alias("_x_eid"), pl.col("ts_ns").alias("_x_ts"),
+                pl.col("end_ns").alias("_x_end"))
+    )
 
 
 def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 64) -> pl.DataFrame:
@@ -138,17 +159,36 @@ def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("correlation").is_not_null())
         .unique("correlation", keep="first")
     )
-    out = work.join(calls, on="correlation", how="left", maintain_order="left")  # (as the work: in time order)
-    ops = trace.ops.select("cat", "external_id", "eid", "name").filter(
-        (pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
-    by_ext = ops.unique("external_id", keep="last").select(
-        pl.col("external_id"), pl.col("eid").alias("_x_eid"), pl.col("name").cast(TEXT).alias("_x_name")
-    )
-    out = out.join(by_ext, on="external_id", how="left", maintain_order="left").with_columns(
-        op_eid=pl.coalesce("op_eid", "_x_eid"),
-        op_name=pl.coalesce("op_name", "_x_name"),
-        op_external_id=pl.coalesce("op_external_id", pl.when(pl.col("_x_eid").is_not_null()).then("external_id")),
-        link=pl.coalesce("link",
-                         pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("gpu_external_id", LINK))),
-    )
-    return in_time_order(out.drop("_x_eid", "_x_name"))
+    # (as the work: in time order). A row's own External id is not used: where its launch
+    # call has an op the row has it too; where the call has none, no op contains the call
+    # (an op of that id would not hold); and a row with no launch call cannot be checked
+    # (its External id may be its correlation, as on the calls)
+    return in_time_order(work.join(calls, on="correlation", how="left", maintain_order="left"))
+
+
+def link_warnings(trace: Trace, *, launches: pl.DataFrame | None = None,
+                  gpu: pl.DataFrame | None = None) -> pl.DataFrame:
+    """What the links noticed (`model.WARNINGS_SCHEMA`): launch calls whose External id
+    names a `cpu_op` but was rejected (linked by containment instead), and GPU rows with no
+    op whose External id names one (left untied: nothing confirms it)."""
+    launches = launch_ops(trace) if launches is None else launches
+    gpu = gpu_links(trace, launches=launches) if gpu is None else gpu
+    named = trace.ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null()).select(
+        "external_id").unique()
+    rejected = launches.filter(pl.col("link").ne_missing("external_id")).join(named, on="external_id", how="semi")
+    untied = gpu.filter(pl.col("op_eid").is_null()).join(named, on="external_id", how="semi")
+    rows = []
+    if rejected.height:
+        n = rejected.height
+        rows.append({"level": "warning", "code": "external_id_rejected", "count": n,
+                     "first_eid": rejected["eid"].min(),
+                     "message": f"{n:,} launch call{'' if n == 1 else 's'}: the External id names an op but is the "
+                                "call's own correlation (as PyTorch 2.0-era traces write it) or the op does not "
+                                "contain the call on its thread; linked to the op that contains the call instead"})
+    if untied.height:
+        n = untied.height
+        rows.append({"level": "warning", "code": "gpu_external_id_unchecked", "count": n,
+                     "first_eid": untied["eid"].min(),
+                     "message": f"{n:,} GPU row{'' if n == 1 else 's'} with no launching op: the External id "
+                                "names an op, but no launch call inside that op confirms it; left untied"})
+    return pl.DataFrame(rows, schema=WARNINGS_SCHEMA)

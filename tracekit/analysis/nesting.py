@@ -1,13 +1,25 @@
 """Op nesting per thread, vectorised: `with_parents(ops)` adds `depth` and `parent_eid`.
 
-For slices on one thread ordered by (start, longer first, eid), the depth of a slice is
-the number of slices before it in that order that have not ended by its start. Its
-parent is the closest earlier slice one level up: an as-of join on the order index, by
-(pid, tid, depth). This is exact for properly nested slices (what profilers write);
-overlapping slices (seen with `with_stack`) still get a defined, reasonable answer.
+The rule. A thread's slices are ordered by (start, longer first, eid). A slice P contains a
+later slice C when P.ts <= C.ts, C.end <= P.end and P.dur > 0: a zero-length slice contains
+nothing. C's parent is the innermost (last in the order) slice that contains it, its depth
+the parent's plus one (0 without one). So a zero-length slice at the instant a longer one
+starts is inside it (and a run of them are siblings there); one at the instant a slice
+ends is inside that slice, unless a slice of positive length starts at that instant (then
+it is inside that one, which comes later in the order); of two equal spans the lower eid
+is the parent.
+
+How. The depth of a slice is the number of slices before it in that order that are still
+open at its start t: all but those that ended before t, those that end at t when a slice
+of positive length starts at t, and the zero-length slices of t before it
+(`_ended_before`). Its parent is the closest earlier slice one level up: an as-of join on
+the order index, by (pid, tid, depth). For properly nested slices (what profilers write:
+every shared trace's `cpu_op`s, `tests/test_links_tree_real.py`) that is the rule exactly;
+slices that overlap without nesting (seen with `with_stack`) get the count's answer, a
+defined one whose parent may not contain the child.
 
 After the sort, one pass per thread in C (`_slices.c`, built with the package when a C
-compiler is there) gives the same depth and parent with a counter and a last-row-per-
+compiler is there) gives the same depth and parent with two counters and a last-row-per-
 depth table; the Polars joins below stay the reference and run without it, when a time or
 eid is null, or with `TRACEKIT_NATIVE=0`.
 """
@@ -149,14 +161,35 @@ def _index_in_run(group: str) -> pl.Expr:
 
 
 def _ended_before(ordered: pl.DataFrame) -> pl.DataFrame:
-    """Per slice: how many slices on its thread (`_g`) ended at or before its start."""
+    """Per slice: how many slices before it in its thread's order (`_g`, then the tree's
+    order) are closed at it (`_ended`), for the depth: its index less these.
+
+    Closed at a slice starting at t: those that ended before t; those that end at t, when
+    a slice of positive length starts at t (a slice starting there is not inside them) and
+    are open otherwise (a zero-length slice at the instant a longer one ends is inside
+    it); and the zero-length slices at t before it (a zero-length slice contains nothing).
+    """
     ends = ordered.select("_g", pl.col("end_ns").alias("_t")).sort("_g", "_t")
     ends = ends.with_columns(_n=_index_in_run("_g") + 1)
     starts = ordered.select("_g", "eid", "dur_ns", pl.col("ts_ns").alias("_t"))  # sorted by (_g, _t) already
-    counted = starts.join_asof(ends, on="_t", by="_g", strategy="backward", check_sortedness=False)
-    # a zero-length slice ends at its own start: it must not count itself
-    own = (pl.col("dur_ns") == 0).cast(pl.Int64)
-    return counted.select("eid", _ended=(pl.col("_n").fill_null(0) - own).clip(lower_bound=0))
+    upto = {"on": "_t", "by": "_g", "strategy": "backward", "check_sortedness": False}
+    counted = starts.join_asof(ends, **upto).join_asof(
+        ends.rename({"_n": "_lt"}), allow_exact_matches=False, **upto)
+    # per start instant (a run of rows: scans and fills, no group-by): its rows of length
+    # <= 0 in all (`flat_all`) and before the row, and whether its longest row has a length
+    first = pl.int_range(pl.len(), dtype=pl.Int64) == 0
+    fresh = first | (pl.col("_g") != pl.col("_g").shift(1)) | (pl.col("_t") != pl.col("_t").shift(1))
+    last = fresh.shift(-1, fill_value=True)
+    flat = (pl.col("dur_ns") <= 0).cast(pl.Int64)  # ends at its start
+    seen = flat.cum_sum()
+    base = pl.when(fresh).then(seen - flat).forward_fill()
+    flat_before = seen - flat - base
+    flat_all = pl.when(last).then(seen).backward_fill() - base
+    opens = pl.when(fresh).then(pl.col("dur_ns") > 0).forward_fill()  # (the longest of the instant sorts first)
+    le, lt = pl.col("_n").fill_null(0), pl.col("_lt").fill_null(0)
+    at_t = le - lt - flat_all  # those that started before t and end at t
+    ended = lt + pl.when(opens).then(at_t).otherwise(0) + flat_before
+    return counted.select("eid", _ended=ended.clip(lower_bound=0))
 
 
 def ancestors(nested: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:

@@ -30,10 +30,13 @@ def ops(trace: str, top: int, as_json: bool) -> None:
     if as_json:
         emit_json({"file": trace, "gpu_events": a.gpu_events, "gpu_total_ns": a.gpu_total_ns,
                    "unlinked_events": a.unlinked_events, "unlinked_ns": a.unlinked_ns,
-                   "ops": rows.to_dicts()})
+                   "warnings": a.warnings.to_dicts(), "ops": rows.to_dicts()})
         return
     click.echo(f"GPU work: {fmt.count(a.gpu_events)} events, {fmt.ns(a.gpu_total_ns)} summed; "
-               f"not tied to any op: {fmt.count(a.unlinked_events)} ({fmt.ns(a.unlinked_ns)})\n")
+               f"not tied to any op: {fmt.count(a.unlinked_events)} ({fmt.ns(a.unlinked_ns)})")
+    for w in a.warnings.iter_rows(named=True):  # what the links noticed (`links.link_warnings`)
+        click.echo(f"[{w['level']}] {w['code']}: {w['message']}")
+    click.echo("")
     if rows.is_empty():
         click.echo("no CPU ops (cpu_op events) in this trace")
         return

@@ -102,7 +102,8 @@ def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section
         findings=_findings(a),
         sections=[s for s in secs if s is not None],
         metadata=_metadata(trace, opts.redact),
-        warnings=[f"[{w['level']}] {w['message']}" for w in trace.warnings.iter_rows(named=True)] + a.notes,
+        warnings=[f"[{w['level']}] {w['message']}" for w in trace.warnings.iter_rows(named=True)]
+        + [f"[{w['level']}] {w['message']}" for w in a.attribution.warnings.iter_rows(named=True)] + a.notes,
         perfetto=_perfetto(name),
         generator=f"tracekit {__version__}",
     )
