@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 
 import polars as pl
 import pytest
@@ -16,7 +15,7 @@ from conftest import real_trace
 import tracekit
 from tracekit.analysis.breakdown import breakdown
 from tracekit.analysis.critical_path import critical_path
-from tracekit.analysis.taxonomy import classify_names, is_communication, kernel_table
+from tracekit.analysis.taxonomy import is_communication, kernel_table
 from tracekit.findings import run_findings
 
 # real names: vLLM/SGLang custom all-reduce (kernel in vllm-project/vllm csrc/custom_all_reduce.cuh,
@@ -103,10 +102,6 @@ def _union_ns(rows: pl.DataFrame) -> int:
     return total
 
 
-COMM_TRACES = ["a100_ddp_cnn_nccl_rank0.json.gz", "dlrm_8rank_v100/worker0.json.gz",
-               "sampled_128rank_job/rank-0.json.gz", "a100_dlrm_6streams_rank0.json.gz"]
-
-
 @pytest.mark.real
 @pytest.mark.parametrize("name", ["a100_ddp_cnn_nccl_rank0.json.gz", "dlrm_8rank_v100/worker0.json.gz"])
 def test_breakdown_communication_is_the_union_of_nccl_kernels(name):
@@ -115,28 +110,3 @@ def test_breakdown_communication_is_the_union_of_nccl_kernels(name):
     nccl = raw.filter(pl.col("name").str.contains(r"(?i)nccl"))
     assert nccl.height > 0
     assert breakdown(tracekit.load(path)).communication_total_ns == _union_ns(nccl)
-
-
-@pytest.mark.real
-@pytest.mark.parametrize("name", COMM_TRACES)
-def test_one_communication_figure_in_breakdown_kernel_table_and_critical_path(name):
-    """The breakdown's |N| (a union per device) equals the union per device of the kernels the
-    kernel table calls communication; the kernel table's summed time is that union plus the
-    collectives' overlap with each other; the critical path's communication segments are
-    exactly its segments of kernels of class communication."""
-    trace = tracekit.load(real_trace(name))
-    table = kernel_table(trace.gpu)
-    comm = set(table.filter(pl.col("kernel_class") == "communication")["name"])
-    assert comm
-    rows = trace.gpu.filter((pl.col("cat") == "kernel") & pl.col("name").cast(pl.String).is_in(list(comm)))
-    rows = rows.select(pl.col("name").cast(pl.String), pl.col("device").fill_null(-1), "ts_ns",
-                       pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"))
-    union = _union_ns(rows)
-    assert breakdown(trace).communication_total_ns == union
-    assert table.filter(pl.col("name").is_in(list(comm)))["total_ns"].sum() >= union
-    segs = critical_path(trace).segments.filter(pl.col("cls").is_in(["gpu_compute", "gpu_memory", "communication"]))
-    names = segs["name"].cast(pl.String)
-    classes = classify_names(names).select("name", "kernel_class")
-    segs = segs.with_columns(name=names).join(classes, on="name", how="left")
-    assert segs.filter((pl.col("cls") == "communication") != (pl.col("kernel_class") == "communication")).is_empty()
-    assert re.search("nccl", " ".join(comm), re.I)

@@ -4,8 +4,6 @@ properties of the classifier, the per-kernel tables, and every real trace."""
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import re
 from pathlib import Path
 
@@ -656,40 +654,6 @@ def test_little_kernel_time_is_left_unclassified(path):
     assert set(table["kernel_class"]) <= set(KERNEL_CLASSES)
     other = table.filter(pl.col("kernel_class") == "other")["share"].sum()
     assert other <= MAX_OTHER_SHARE
-
-
-MAX_RAW_OTHER_SHARE = 0.05
-
-
-def _raw_kernel_time(path: Path) -> dict[str, float]:
-    """Kernel time (µs) per name, read from the raw JSON (gzip + json.load): `X` events of
-    category `kernel`/`Kernel`. Empty for a file json.load cannot read (the truncated trace)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt") as f:
-            data = json.load(f)
-    except ValueError:
-        return {}
-    events = data if isinstance(data, list) else data.get("traceEvents", [])
-    total: dict[str, float] = {}
-    for e in events:
-        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel"):
-            total[e["name"]] = total.get(e["name"], 0.0) + float(e.get("dur") or 0)
-    return total
-
-
-@pytest.mark.real
-@pytest.mark.parametrize("path", all_real_traces(), ids=lambda p: p.name)
-def test_other_share_of_raw_kernel_time(path):
-    """At most 5 % of a GPU trace's kernel time is in class `other`, computed from the raw JSON."""
-    time = _raw_kernel_time(path)
-    if not time:
-        pytest.skip("no kernels")
-    classes = dict(classify_names(list(time)).select("name", "kernel_class").iter_rows())
-    left = {n: t for n, t in time.items() if classes.get(n, "other") == "other"}
-    share = sum(left.values()) / sum(time.values())
-    top = sorted(left, key=left.get, reverse=True)[:10]
-    assert share <= MAX_RAW_OTHER_SHARE, f"{share:.2%} in other: {top}"
 
 
 @pytest.mark.real
