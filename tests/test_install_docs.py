@@ -64,3 +64,13 @@ def test_install_hints_use_declared_extras():
             m = re.match(rf"{re.escape(DIST)}\[([\w,]+)\]", token)
             if m:
                 assert set(m.group(1).split(",")) <= extras, (where, args)
+
+
+def test_capture_extra_gives_torch_a_floor_not_a_pin():
+    """An exact pin would replace a GPU box's own CUDA build of torch; the pin lives in the Makefile."""
+    capture = PYPROJECT["project"]["optional-dependencies"]["capture"]
+    torch = [r for r in capture if re.match(r"torch\b", r)]
+    assert torch == ["torch>=2.6"], capture
+    assert not any("==" in r for r in capture), capture
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install -q torch==2.13.0" in makefile
