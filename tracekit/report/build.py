@@ -96,7 +96,7 @@ def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section
     return Report(
         title=f"tracekit report: {name}",
         subtitle=_subtitle(trace),
-        verdict=_verdict(a),
+        verdict=verdict(a),
         facts=_facts(a),
         cards=_cards(a),
         findings=_findings(a),
@@ -160,7 +160,9 @@ def _recorded_as(trace_name: str | None, path: str) -> str:
     return f"recorded as {name}"
 
 
-def _verdict(a: Analysis) -> str:
+def verdict(a: Analysis) -> str:
+    """The report's one-sentence answer (also `tracekit summary`'s): the critical path's
+    verdict, else utilisation and the largest idle cause."""
     cp = a.critical_path
     if cp is not None and getattr(cp, "sentence", None):
         return str(cp.sentence)
