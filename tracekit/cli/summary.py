@@ -26,6 +26,7 @@ def summary(trace: str, as_json: bool, top: int) -> None:
     then GPU busy/idle per device, time breakdown, idle by cause, top kernels and ops, steps.
     Windows: each device from its first to its last GPU activity."""
     loading = Loading(trace)  # read while the analyses (and Polars) are imported
+    from tracekit.analysis.hostside import host_time
     from tracekit.analysis.shared import sharing
     from tracekit.analysis.windows import windows
     from tracekit.cli.common import analyse_trace
@@ -35,6 +36,10 @@ def summary(trace: str, as_json: bool, top: int) -> None:
     with sharing():  # (the steps' links are the analysis's)
         a = analyse_trace(t, trace)
         steps = windows(t, name="ProfilerStep")
+        host = host_time(t, top=top) if a.timeline.devices.is_empty() else None
+    ops = a.attribution.ops
+    if host is not None:  # no GPU work: the ops by CPU time
+        ops = ops.sort(["cpu_total_ns", "name"], descending=[True, False], nulls_last=True)
     result = {
         "file": t.meta.path,
         "timeline": a.timeline.to_dict(),
@@ -45,7 +50,8 @@ def summary(trace: str, as_json: bool, top: int) -> None:
         "breakdown": a.breakdown.to_dict(),
         "gaps": a.gaps.to_dict(limit=top),
         "kernels": a.kernels.head(top).to_dicts(),
-        "ops": a.attribution.ops.head(top).to_dicts(),
+        "ops": ops.head(top).to_dicts(),
+        "host": host.to_dict(limit=top) if host is not None else None,
         "steps": steps.to_dict(),
         "notes": a.notes,
     }
@@ -92,7 +98,7 @@ def _attention(result: Any) -> dict[str, Any] | None:
     if result is None:
         return None
     return {"backend": result.backend, "backends": result.backends, "calls": result.call_count,
-            "gpu_ns": result.attention_gpu_ns, "gpu_share": result.gpu_share}
+            "gpu_ns": result.attention_gpu_ns, "gpu_share": result.gpu_share, "cpu_ns_median": result.median("cpu_ns")}
 
 
 def _findings(result: Any, limit: int) -> list[dict[str, Any]]:
@@ -109,7 +115,8 @@ def render_summary(d: dict[str, Any]) -> str:
     lines = [f"file        {d['file']}",
              f"window      {tl['window']} (each device: first to last GPU activity)"]
     if not tl["devices"]:
-        return "\n".join([*lines, "", "no GPU activity in this trace"])
+        lines[1] = "window      whole trace (no GPU activity)"
+        return "\n".join([*lines, *_host_text(d), *_steps_text(d["steps"], gpu=False)])
     busy = f"{fmt.ns(tl['busy_ns'])} of {fmt.ns(tl['span_ns'])} ({fmt.pct(tl['utilisation'])})"
     lines += [f"GPU busy    {busy}", *_headline_text(d)]
     lines += [*_devices_text(tl), *_breakdown_text(d["breakdown"])]
@@ -141,6 +148,26 @@ def _next_work(gap: dict[str, Any]) -> str:
     return f"{gap['next_op'] or '(no op)'} -> {gap['next_name']}"
 
 
+def _host_text(d: dict[str, Any]) -> list[str]:
+    """A trace without GPU work: CPU time in ops, the headline, hot paths and ops by CPU time."""
+    host = d["host"]
+    lines = ["GPU         none: no GPU work in this trace (host-side figures below)",
+             f"CPU in ops  {fmt.ns(host['ops_ns'])} ({fmt.counted(host['op_calls'], 'op call')} on "
+             f"{fmt.counted(host['threads'], 'thread')})" if host["op_calls"] else "CPU in ops  none: no cpu_op events",
+             *_headline_text(d)]
+    if host["hot_paths"]:
+        rows = [[clip(p["op_path"], 70), fmt.count(p["calls"]), fmt.ns(p["self_ns"]), fmt.pct(p["share"])]
+                for p in host["hot_paths"]]
+        lines += ["", "hot paths (CPU self time at the end of each chain of ops)",
+                  _indent(table(["op path", "calls", "CPU self", "share"], rows, right=(1, 2, 3)))]
+    if d["ops"]:
+        rows = [[clip(o["name"], 50), fmt.count(o["calls"]), fmt.ns(o["cpu_total_ns"]), fmt.ns(o["cpu_self_ns"]),
+                 fmt.ns(o["cpu_mean_ns"])] for o in d["ops"]]
+        lines += ["", "top ops by CPU time",
+                  _indent(table(["op", "calls", "CPU total", "CPU self", "CPU per call"], rows, right=(1, 2, 3, 4)))]
+    return lines
+
+
 def _headline_text(d: dict[str, Any]) -> list[str]:
     """The verdict, the attention backend and the top findings, under the utilisation."""
     lines = [f"verdict     {d['verdict']}", f"attention   {_attention_text(d['attention'])}"]
@@ -150,8 +177,13 @@ def _headline_text(d: dict[str, Any]) -> list[str]:
     if not found:
         return [*lines, "findings    none"]
     lines.append(f"findings    {fmt.count(total)}" + (f" (the top {len(found)} by time lost)" if total > len(found) else ""))
-    return lines + [f"  {'[' + f['severity'] + ']':<8}  {fmt.ns(f['time_lost_ns']):>7}  {clip(f['title'], 100)}"
+    host_only = not d["timeline"]["devices"]  # (rules that time GPU work have nothing to time: "–", not "0 ns")
+    return lines + [f"  {'[' + f['severity'] + ']':<8}  {_lost(f['time_lost_ns'], host_only):>7}  {clip(f['title'], 100)}"
                     for f in found]
+
+
+def _lost(ns: int, host_only: bool) -> str:
+    return "–" if host_only and not ns else fmt.ns(ns)
 
 
 def _attention_text(att: dict[str, Any] | None) -> str:
@@ -163,6 +195,8 @@ def _attention_text(att: dict[str, Any] | None) -> str:
     text = f"{att['backend']}, {fmt.counted(att['calls'], 'call')}" + (f" (also {', '.join(others)})" if others else "")
     if att["gpu_share"] is not None:
         text += f", {fmt.ns(att['gpu_ns'])} of GPU time ({fmt.pct(att['gpu_share'])})"
+    elif att["cpu_ns_median"] is not None:
+        text += f", {fmt.ns(att['cpu_ns_median'])} CPU per call (median)"
     return text
 
 
@@ -199,9 +233,12 @@ def _ops_text(ops: list[dict[str, Any]]) -> list[str]:
     return ["", "top ops", _indent(table(["op", "calls", "CPU total", "GPU (incl.)"], rows, right=(1, 2, 3)))]
 
 
-def _steps_text(steps: dict[str, Any]) -> list[str]:
+def _steps_text(steps: dict[str, Any], *, gpu: bool = True) -> list[str]:
     if not steps["steps"]:
         return []
+    if not gpu:
+        rows = [[s["name"], fmt.ns(s["cpu_ns"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
+        return ["", "steps", _indent(table(["step", "CPU", "note"], rows, right=(1,)))]
     rows = [[s["name"], fmt.ns(s["cpu_ns"]), fmt.ns(s["gpu_ns"]), fmt.ns(s["gpu_busy_ns"]),
              fmt.count(s["kernels"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
     headers = ["step", "CPU", "GPU span", "GPU busy", "kernels", "note"]
