@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-TRACE  ?= examples/traces/cpu/tiny-llama-sdpa.json.gz
+# the demo's trace: real H100 transformer inference, SDPA flash (examples/traces/gpu/README.md)
+TRACE  ?= examples/traces/gpu/h100-qwen1.5-0.5b-sdpa.json.gz
 OUT    ?= tracekit-report.html
 
 .DEFAULT_GOAL := help
@@ -27,10 +28,10 @@ setup: $(VENV)/.base  ## create .venv and install tracekit (analysis only: no to
 
 setup-dev: $(VENV)/.dev  ## also install the test tools and the capture extra (torch 2.13.0, transformers)
 
-demo: setup  ## the main job: analyse the shipped example trace and write an HTML report
-	$(BIN)/tracekit summary $(TRACE)
+demo: setup  ## the main job: analyse the shipped H100 inference trace and write an HTML report
+	$(BIN)/tracekit summary $(TRACE) --top 5
 	$(BIN)/tracekit report $(TRACE) -o $(OUT)
-	@echo "report written to $(OUT)"
+	@echo "report written to $(OUT): open it in a browser"
 
 test: setup-dev  ## run the whole test suite
 	$(BIN)/python -m pytest -q -n 2

@@ -30,7 +30,7 @@ __all__ = [
     "run_sweep",
 ]
 
-INSTALL_HINT = "pip install 'tracekit[capture]'"
+INSTALL_HINT = "pip install 'tracekit-gpu[capture]'"
 
 
 def available(need: tuple[str, ...] = ("torch", "transformers")) -> str | None:

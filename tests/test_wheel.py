@@ -20,7 +20,7 @@ def test_wheel_ships_templates_and_renders(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
                    check=True, capture_output=True)
-    wheel = next(dist.glob("tracekit-*.whl"))
+    wheel = next(dist.glob("tracekit_gpu-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     if shutil.which("cc") or shutil.which("gcc"):  # the compiled scanner is in the wheel
         assert any(n.startswith("tracekit/loader/_scan.") and n.endswith(".so") for n in names), names

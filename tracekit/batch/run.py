@@ -325,7 +325,7 @@ def _dask(address: str) -> Iterator[tuple[Executor, int]]:
     try:
         from distributed import Client
     except ImportError:
-        raise UsageError("--executor dask://... needs Dask: pip install 'tracekit[cluster]'") from None
+        raise UsageError("--executor dask://... needs Dask: pip install 'tracekit-gpu[cluster]'") from None
     try:
         client = Client("tcp://" + address[len("dask://") :], timeout=30)
     except OSError as exc:

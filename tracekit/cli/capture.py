@@ -6,7 +6,7 @@ import importlib.util
 
 import click
 
-INSTALL_HINT = "tracekit capture needs torch and transformers: pip install 'tracekit[capture]'"
+INSTALL_HINT = "tracekit capture needs torch and transformers: pip install 'tracekit-gpu[capture]'"
 
 
 def _load() -> click.Command:

@@ -6,7 +6,6 @@ defined in `docs/metrics.md` and computed in `tracekit.analysis`.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import click
@@ -23,28 +22,40 @@ from tracekit.errors import UsageError
 @json_opt
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the kernel and op tables.")
 def summary(trace: str, as_json: bool, top: int) -> None:
-    """Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels
-    and ops, steps. Windows: each device from its first to its last GPU activity."""
+    """Headline figures: GPU utilisation, the verdict, the attention backend, the top findings;
+    then GPU busy/idle per device, time breakdown, idle by cause, top kernels and ops, steps.
+    Windows: each device from its first to its last GPU activity."""
     loading = Loading(trace)  # read while the analyses (and Polars) are imported
-    from tracekit.analysis.breakdown import breakdown
-    from tracekit.analysis.gaps import gaps as find_gaps
-    from tracekit.analysis.links import gpu_links
-    from tracekit.analysis.timeline import timeline
+    from tracekit.analysis.hostside import host_time
+    from tracekit.analysis.shared import sharing
     from tracekit.analysis.windows import windows
-
+    from tracekit.cli.common import analyse_trace
     from tracekit.loader.clocks import LIMIT_CODES
+    from tracekit.report.build import verdict
 
     t = loading.result()
-    links = gpu_links(t)
+    with sharing():  # (the steps' links are the analysis's)
+        a = analyse_trace(t, trace)
+        steps = windows(t, name="ProfilerStep")
+        host = host_time(t, top=top) if a.timeline.devices.is_empty() else None
+    ops = a.attribution.ops
+    if host is not None:  # no GPU work: the ops by CPU time
+        ops = ops.sort(["cpu_total_ns", "name"], descending=[True, False], nulls_last=True)
     result = {
         "file": t.meta.path,
         "warnings": [w for w in t.warnings.select("code", "message").to_dicts() if w["code"] in LIMIT_CODES],
-        "timeline": timeline(t).to_dict(),
-        "breakdown": breakdown(t).to_dict(),
-        "gaps": find_gaps(t, links=links).to_dict(limit=top),
-        "kernels": _top_kernels(t, top),
-        "ops": _top_ops(t, top),
-        "steps": windows(t, name="ProfilerStep", links=links).to_dict(),
+        "timeline": a.timeline.to_dict(),
+        "verdict": verdict(a),
+        "attention": _attention(a.attention),
+        "findings": _findings(a.findings, HEADLINE_FINDINGS),
+        "findings_total": len(a.findings.findings) if a.findings is not None else None,
+        "breakdown": a.breakdown.to_dict(),
+        "gaps": a.gaps.to_dict(limit=top),
+        "kernels": a.kernels.head(top).to_dicts(),
+        "ops": ops.head(top).to_dicts(),
+        "host": host.to_dict(limit=top) if host is not None else None,
+        "steps": steps.to_dict(),
+        "notes": a.notes,
     }
     if as_json:
         emit_json(result)
@@ -80,31 +91,23 @@ def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json:
     click.echo(render_gaps(data))
 
 
-def _top_kernels(trace: Any, top: int) -> list[dict[str, Any]]:
-    """Kernels by total time: the taxonomy's table when present, else a plain group-by."""
-    try:
-        taxonomy = importlib.import_module("tracekit.analysis.taxonomy")
-        rows = taxonomy.kernel_table(trace.gpu)
-    except (ImportError, AttributeError):
-        import polars as pl
-
-        rows = trace.kernels.group_by("name").agg(count=pl.len(), total_ns=pl.col("dur_ns").sum()).sort(
-            "total_ns", descending=True)
-    return rows.head(top).to_dicts()
+HEADLINE_FINDINGS = 3  # findings named in the headline
 
 
-def _top_ops(trace: Any, top: int) -> list[dict[str, Any]]:
-    """CPU ops by inclusive GPU time (attribution) when present, else by CPU time."""
-    try:
-        attribution = importlib.import_module("tracekit.analysis.attribution")
-        rows = attribution.attribute(trace).ops
-    except (ImportError, AttributeError):
-        import polars as pl
+def _attention(result: Any) -> dict[str, Any] | None:
+    """The attention backend of most calls, the calls per backend and their GPU time (None
+    when the analysis did not run)."""
+    if result is None:
+        return None
+    return {"backend": result.backend, "backends": result.backends, "calls": result.call_count,
+            "gpu_ns": result.attention_gpu_ns, "gpu_share": result.gpu_share, "cpu_ns_median": result.median("cpu_ns")}
 
-        ops = trace.ops.filter(pl.col("cat") == "cpu_op")
-        rows = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur_ns").sum()).sort(
-            "cpu_total_ns", descending=True)
-    return rows.head(top).to_dicts()
+
+def _findings(result: Any, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` findings (ranked by time lost): rule, severity, title, time lost."""
+    items = result.findings[:limit] if result is not None else ()
+    return [{"rule": f.rule, "severity": f.severity, "title": f.title, "time_lost_ns": f.time_lost_ns}
+            for f in items]
 
 
 # -- text ---------------------------------------------------------------------------------
@@ -115,9 +118,11 @@ def render_summary(d: dict[str, Any]) -> str:
              f"window      {tl['window']} (each device: first to last GPU activity)"]
     lines += [f"warning     {w['message']}" for w in d.get("warnings", ())]
     if not tl["devices"]:
-        return "\n".join([*lines, "", "no GPU activity in this trace"])
+        lines[1] = "window      whole trace (no GPU activity)"
+        return "\n".join([*lines, *_host_text(d), *_steps_text(d["steps"], gpu=False)])
     busy = f"{fmt.ns(tl['busy_ns'])} of {fmt.ns(tl['span_ns'])} ({fmt.pct(tl['utilisation'])})"
-    lines += [f"GPU busy    {busy}", *_devices_text(tl), *_breakdown_text(d["breakdown"])]
+    lines += [f"GPU busy    {busy}", *_headline_text(d)]
+    lines += [*_devices_text(tl), *_breakdown_text(d["breakdown"])]
     lines += ["", f"idle by cause (device gaps; under {fmt.ns(d['gaps']['min_gap_ns'])} = short)",
               _indent(_cause_table(d["gaps"]))]
     return "\n".join([*lines, *_kernels_text(d["kernels"]), *_ops_text(d["ops"]), *_steps_text(d["steps"])])
@@ -144,6 +149,58 @@ def _next_work(gap: dict[str, Any]) -> str:
     if gap["next_name"] is None:
         return "-"
     return f"{gap['next_op'] or '(no op)'} -> {gap['next_name']}"
+
+
+def _host_text(d: dict[str, Any]) -> list[str]:
+    """A trace without GPU work: CPU time in ops, the headline, hot paths and ops by CPU time."""
+    host = d["host"]
+    lines = ["GPU         none: no GPU work in this trace (host-side figures below)",
+             f"CPU in ops  {fmt.ns(host['ops_ns'])} ({fmt.counted(host['op_calls'], 'op call')} on "
+             f"{fmt.counted(host['threads'], 'thread')})" if host["op_calls"] else "CPU in ops  none: no cpu_op events",
+             *_headline_text(d)]
+    if host["hot_paths"]:
+        rows = [[clip(p["op_path"], 70), fmt.count(p["calls"]), fmt.ns(p["self_ns"]), fmt.pct(p["share"])]
+                for p in host["hot_paths"]]
+        lines += ["", "hot paths (CPU self time at the end of each chain of ops)",
+                  _indent(table(["op path", "calls", "CPU self", "share"], rows, right=(1, 2, 3)))]
+    if d["ops"]:
+        rows = [[clip(o["name"], 50), fmt.count(o["calls"]), fmt.ns(o["cpu_total_ns"]), fmt.ns(o["cpu_self_ns"]),
+                 fmt.ns(o["cpu_mean_ns"])] for o in d["ops"]]
+        lines += ["", "top ops by CPU time",
+                  _indent(table(["op", "calls", "CPU total", "CPU self", "CPU per call"], rows, right=(1, 2, 3, 4)))]
+    return lines
+
+
+def _headline_text(d: dict[str, Any]) -> list[str]:
+    """The verdict, the attention backend and the top findings, under the utilisation."""
+    lines = [f"verdict     {d['verdict']}", f"attention   {_attention_text(d['attention'])}"]
+    found, total = d["findings"], d["findings_total"]
+    if total is None:
+        return [*lines, "findings    – (the findings did not run: see the notes of 'tracekit report')"]
+    if not found:
+        return [*lines, "findings    none"]
+    lines.append(f"findings    {fmt.count(total)}" + (f" (the top {len(found)} by time lost)" if total > len(found) else ""))
+    host_only = not d["timeline"]["devices"]  # (rules that time GPU work have nothing to time: "–", not "0 ns")
+    return lines + [f"  {'[' + f['severity'] + ']':<8}  {_lost(f['time_lost_ns'], host_only):>7}  {clip(f['title'], 100)}"
+                    for f in found]
+
+
+def _lost(ns: int, host_only: bool) -> str:
+    return "–" if host_only and not ns else fmt.ns(ns)
+
+
+def _attention_text(att: dict[str, Any] | None) -> str:
+    if att is None:
+        return "– (the attention analysis did not run)"
+    if not att["calls"]:
+        return "no attention calls found"
+    others = [f"{b} {fmt.count(n)}" for b, n in att["backends"].items() if b != att["backend"]]
+    text = f"{att['backend']}, {fmt.counted(att['calls'], 'call')}" + (f" (also {', '.join(others)})" if others else "")
+    if att["gpu_share"] is not None:
+        text += f", {fmt.ns(att['gpu_ns'])} of GPU time ({fmt.pct(att['gpu_share'])})"
+    elif att["cpu_ns_median"] is not None:
+        text += f", {fmt.ns(att['cpu_ns_median'])} CPU per call (median)"
+    return text
 
 
 def _devices_text(tl: dict[str, Any]) -> list[str]:
@@ -179,9 +236,12 @@ def _ops_text(ops: list[dict[str, Any]]) -> list[str]:
     return ["", "top ops", _indent(table(["op", "calls", "CPU total", "GPU (incl.)"], rows, right=(1, 2, 3)))]
 
 
-def _steps_text(steps: dict[str, Any]) -> list[str]:
+def _steps_text(steps: dict[str, Any], *, gpu: bool = True) -> list[str]:
     if not steps["steps"]:
         return []
+    if not gpu:
+        rows = [[s["name"], fmt.ns(s["cpu_ns"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
+        return ["", "steps", _indent(table(["step", "CPU", "note"], rows, right=(1,)))]
     rows = [[s["name"], fmt.ns(s["cpu_ns"]), fmt.ns(s["gpu_ns"]), fmt.ns(s["gpu_busy_ns"]),
              fmt.count(s["kernels"]), "warm-up" if s["warmup"] else ""] for s in steps["step_instances"]]
     headers = ["step", "CPU", "GPU span", "GPU busy", "kernels", "note"]

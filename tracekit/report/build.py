@@ -14,6 +14,7 @@ from tracekit import __version__
 from tracekit import format as fmt
 from tracekit.analyse import Analysis, AnalysisOptions, analyse, large, workers_for
 from tracekit.analysis.gaps import CAUSE_LABELS
+from tracekit.analysis.hostside import host_time
 from tracekit.errors import UsageError
 from tracekit.model import ENGINE, Trace
 from tracekit.report import extras, sections
@@ -96,7 +97,7 @@ def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section
     return Report(
         title=f"tracekit report: {name}",
         subtitle=_subtitle(trace),
-        verdict=_verdict(a),
+        verdict=verdict(a),
         facts=_facts(a),
         cards=_cards(a),
         findings=_findings(a),
@@ -161,7 +162,9 @@ def _recorded_as(trace_name: str | None, path: str) -> str:
     return f"recorded as {name}"
 
 
-def _verdict(a: Analysis) -> str:
+def verdict(a: Analysis) -> str:
+    """The report's one-sentence answer (also `tracekit summary`'s): the critical path's
+    verdict, else utilisation and the largest idle cause."""
     cp = a.critical_path
     if cp is not None and getattr(cp, "sentence", None):
         return str(cp.sentence)
@@ -191,10 +194,13 @@ def _facts(a: Analysis) -> list[tuple[str, str]]:
 def _cards(a: Analysis) -> list[Card]:
     tl, g = a.timeline, a.gaps
     util = tl.utilisation
-    tone = "neutral" if util is None else "good" if util >= 0.8 else "warn" if util >= 0.5 else "bad"
-    cards = [Card("GPU utilisation", fmt.pct(util), f"busy {fmt.ns(tl.busy_ns)} of {fmt.ns(tl.span_ns)}", tone),
-             Card("GPU idle", fmt.ns(g.idle_ns), _top_cause(g.by_cause), "neutral")]
-    top = _findings(a)[:1]
+    if tl.devices.is_empty():
+        cards = _host_cards(a)
+    else:
+        tone = "neutral" if util is None else "good" if util >= 0.8 else "warn" if util >= 0.5 else "bad"
+        cards = [Card("GPU utilisation", fmt.pct(util), f"busy {fmt.ns(tl.busy_ns)} of {fmt.ns(tl.span_ns)}", tone),
+                 Card("GPU idle", fmt.ns(g.idle_ns), _top_cause(g.by_cause), "neutral")]
+    top = [f for f in _findings(a) if f.time_lost_ns][:1]
     if top:
         title = top[0].title if len(top[0].title) <= 90 else top[0].title[:89] + "…"
         cards.append(Card("Top bottleneck", top[0].time_lost, f"{title} ({top[0].share})",
@@ -205,6 +211,32 @@ def _cards(a: Analysis) -> list[Card]:
     return cards
 
 
+def _host_cards(a: Analysis) -> list[Card]:
+    """Without GPU work: the CPU time in ops, the op with the most self time, and the CPU
+    time per attention call, in place of the GPU figures."""
+    host = host_time(a.trace)
+    if not host.op_calls:
+        return [Card("CPU time in ops", "none", "no cpu_op events and no GPU work in this trace", "neutral")]
+    cards = [Card("CPU time in ops", fmt.ns(host.ops_ns), f"{fmt.counted(host.op_calls, 'op call')} on "
+                  f"{fmt.counted(host.threads, 'thread')}; no GPU work in this trace", "neutral")]
+    ops = a.attribution.ops.sort("cpu_self_ns", descending=True, nulls_last=True)
+    if ops.height:
+        r = ops.row(0, named=True)
+        cards.append(Card("Most CPU self time", fmt.ns(r["cpu_self_ns"]),
+                          f"{r['name']} ({fmt.counted(r['calls'], 'call')}, {fmt.pct(_share(r['cpu_self_ns'], host.ops_ns))})",
+                          "neutral"))
+    att = a.attention
+    if att is not None and att.call_count:
+        per_call = att.median("cpu_ns")
+        cards.append(Card("Attention (CPU)", f"{fmt.ns(per_call)} per call",
+                          f"{att.backend}, {fmt.counted(att.call_count, 'call')} (median CPU time)", "neutral"))
+    return cards
+
+
+def _share(part: int | None, whole: int) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
 def _top_cause(by_cause: dict[str, int]) -> str:
     cause, ns = max(by_cause.items(), key=lambda kv: kv[1], default=("", 0))
     return f"mostly {CAUSE_LABELS.get(cause, cause)} ({fmt.ns(ns)})" if ns else "none"
@@ -213,12 +245,15 @@ def _top_cause(by_cause: dict[str, int]) -> str:
 def _findings(a: Analysis) -> list[Finding]:
     result = a.findings
     items = getattr(result, "findings", None) or []
+    host_only = a.timeline.devices.is_empty()
     out = []
     for f in items:
+        lost = int(getattr(f, "time_lost_ns", 0) or 0)
+        untimed = host_only and not lost  # (a rule that times GPU work has nothing to time here)
         out.append(Finding(
             id=str(getattr(f, "rule", "")), severity=str(getattr(f, "severity", "info")), title=str(getattr(f, "title", "")),
-            time_lost=fmt.ns(getattr(f, "time_lost_ns", 0)), time_lost_ns=int(getattr(f, "time_lost_ns", 0) or 0),
-            share=fmt.pct(getattr(f, "share", None)) + " of the window",
+            time_lost="–" if untimed else fmt.ns(lost), time_lost_ns=lost,
+            share="not timed: no GPU work in this trace" if untimed else fmt.pct(getattr(f, "share", None)) + " of the window",
             evidence=[extras.evidence_text(e) for e in (getattr(f, "evidence", None) or [])][:8],
             advice=str(getattr(f, "advice", "")),
         ))

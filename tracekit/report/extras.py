@@ -99,6 +99,9 @@ def critical_path_section(a: Analysis) -> Section | None:
                          "only shortening work on this path makes the window shorter; work off it has slack.")
 
 
+GPU_ONLY_HEADERS = {"kernels", "GPU time", "launch API", "GPU total"}  # attention tables' GPU columns
+
+
 def attention_section(a: Analysis, *, top: int) -> Section | None:
     res = a.attention
     if res is None or not getattr(res, "call_count", 0):
@@ -108,6 +111,10 @@ def attention_section(a: Analysis, *, top: int) -> Section | None:
     data = plain(res)
     tables = []
     for i, t in enumerate(data.get("tables", [])):
+        if not res.has_gpu:  # a CPU-only trace: the GPU columns would read 0 and – on every row
+            keep = [j for j, h in enumerate(t["headers"]) if h not in GPU_ONLY_HEADERS]
+            t = {**t, "title": t["title"].replace("; total GPU", ""), "headers": [t["headers"][j] for j in keep],
+                 "rows": [[r[j] for j in keep] for r in t["rows"]]}
         cols = [Column(key=f"c{j}", label=h, numeric=j > 0 and _numeric(t["rows"], j)) for j, h in enumerate(t["headers"])]
         rows = [[Cell(str(v), _sort_value(v)) for v in row] for row in t["rows"][: top * 4]]
         tables.append(Table(id=f"attention-{i}" if i else "attention-calls", title=t["title"], columns=cols, rows=rows,

@@ -7,6 +7,7 @@ import polars as pl
 from tracekit import format as fmt
 from tracekit.analyse import Analysis
 from tracekit.analysis.gaps import CAUSE_LABELS, LISTED
+from tracekit.analysis.hostside import host_time
 from tracekit.analysis.order import longest, longest_gaps
 from tracekit.analysis.shared import ENGINE
 from tracekit.report.model import Bar, BarChart, Section
@@ -65,6 +66,8 @@ def ops_section(a: Analysis, *, top: int) -> Section | None:
     at = a.attribution
     if at.ops.is_empty() and not at.gpu_events:
         return None
+    if not at.gpu_events:
+        return _host_ops_section(a, top=top)
     ops = at.ops.sort("gpu_incl_ns", descending=True, nulls_last=True)
     t = frame_table("ops", "Top ops by GPU time", ops, [
         ("name", "op", "text"), ("calls", "calls", "count"), ("cpu_total_ns", "CPU total", "ns"),
@@ -81,6 +84,23 @@ def ops_section(a: Analysis, *, top: int) -> Section | None:
     return Section(id="ops", title="CPU ops and what they launched", tables=[t], paragraphs=paras,
                    intro="Each kernel is tied to its launch call by correlation id and to the CPU op by External id "
                          "(or by time containment on older traces). Inclusive GPU time counts work launched by children.")
+
+
+def _host_ops_section(a: Analysis, *, top: int) -> Section:
+    """Without GPU work: the ops by CPU time, and the op tree's hot paths by self time."""
+    host = host_time(a.trace, top=top)
+    ops = a.attribution.ops.sort(["cpu_total_ns", "name"], descending=[True, False], nulls_last=True)
+    t = frame_table("ops", "Top ops by CPU time", ops, [
+        ("name", "op", "text"), ("calls", "calls", "count"), ("cpu_total_ns", "CPU total", "ns"),
+        ("cpu_self_ns", "CPU self", "ns"), ("cpu_mean_ns", "CPU per call", "ns")], limit=top)
+    hot = frame_table("hot-paths", "Hot paths (CPU self time at the end of each chain of ops)", host.hot_paths, [
+        ("op_path", "op path (outermost first)", "text"), ("calls", "calls", "count"), ("self_ns", "CPU self", "ns"),
+        ("share", "share of CPU time in ops", "pct")], limit=top)
+    paras = [(f"No GPU work in this trace: ops are ranked by CPU time. {fmt.ns(host.ops_ns)} in "
+              f"{fmt.counted(host.op_calls, 'op call')} on {fmt.counted(host.threads, 'thread')}.")]
+    return Section(id="ops", title="CPU ops and where their time goes", tables=[t, hot], paragraphs=paras,
+                   intro="CPU total is an op's wall time, its child ops included; CPU self leaves them out. A hot path "
+                         "is a chain of op names from a top-level op down, with the self time of the ops at its end.")
 
 
 def gaps_section(a: Analysis, *, top: int) -> Section | None:
