@@ -71,7 +71,8 @@ def test_summary_headline_of_the_demo_trace():
     assert head[3].startswith("verdict     GPU-bound: 83 % of the critical path is GPU work")
     assert head[4] == "attention   sdpa_flash, 24 calls, 2.72 ms of GPU time (6.0 %)"
     assert head[5] == "findings    3"
-    assert head[6].startswith("  [medium]   5.1 ms  197 device copies made by out-of-place ops")
+    assert head[6] == "  [medium]  2.77 ms  96 device copies are layout copies (under `aten::contiguous`), 2.77 ms of GPU time"
+    assert head[7] == "  [medium]  2.34 ms  101 device copies are dtype casts (under `aten::to`), 2.34 ms of GPU time"
     assert len(head) == 9
 
     data = json.loads(CliRunner().invoke(cli, ["summary", str(DEMO), "--no-cache", "--json"]).output)
