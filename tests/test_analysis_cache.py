@@ -20,6 +20,7 @@ import tracekit
 from tracekit import analysis_cache
 from tracekit.analyse import Analysis, AnalysisOptions, analyse
 from tracekit.cli.main import main
+from tracekit.loader import cache as trace_cache
 from tracekit.model import DERIVED_FROM_TRACE
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
@@ -117,12 +118,21 @@ def test_key_follows_content_order_options_and_code(decoded, monkeypatch):
     assert analysis_cache.entry_key(decoded, AnalysisOptions(findings_config={"x": object()})) is None
 
 
+def read_tree(tree: Path) -> dict:
+    return json.loads(trace_cache.read_index(tree))
+
+
+def write_tree(tree: Path, doc: dict | str) -> None:
+    """An index with a good checksum: the checks after it are what is tested."""
+    tree.write_bytes(trace_cache.index_bytes((doc if isinstance(doc, str) else json.dumps(doc)).encode()))
+
+
 def test_an_entry_of_other_code_is_not_used(decoded, tmp_path, monkeypatch):
     analyse(decoded, cache=True, cache_dir=tmp_path)
     [entry] = entry_dirs(tmp_path)
-    doc = json.loads((entry / "analysis.json").read_text())
+    doc = read_tree(entry / "analysis.json")
     doc["version"] = "0" * 16
-    (entry / "analysis.json").write_text(json.dumps(doc))
+    write_tree(entry / "analysis.json", doc)
     assert analysis_cache.read(tmp_path, entry.name, decoded) is None
 
 
@@ -133,17 +143,17 @@ def test_damaged_entry_is_ignored_and_rewritten(decoded, tmp_path, damage):
     tree = entry / "analysis.json"
     frame = min(entry.glob("f*.arrow"))
     if damage == "tree":
-        tree.write_text("{not json")
+        write_tree(tree, "{not json")
     elif damage == "frame gone":
         frame.unlink()
     elif damage == "frame truncated":
         frame.write_bytes(frame.read_bytes()[:40])
     elif damage == "foreign class":  # a tree naming a class outside tracekit is refused, never imported
-        tree.write_text(tree.read_text().replace('"tracekit.analysis.gaps:Gaps"', '"subprocess:Popen"', 1))
+        write_tree(tree, json.dumps(read_tree(tree)).replace('"tracekit.analysis.gaps:Gaps"', '"subprocess:Popen"', 1))
     else:
-        doc = json.loads(tree.read_text())
+        doc = read_tree(tree)
         doc["tree"]["fields"].append(["surprise", 1])
-        tree.write_text(json.dumps(doc))
+        write_tree(tree, doc)
     assert analysis_cache.read(tmp_path, entry.name, decoded) is None
     again = analyse(decoded, cache=True, cache_dir=tmp_path)  # analyses again and stores a good entry
     same(dataclasses.replace(fresh, trace=None), dataclasses.replace(again, trace=None))

@@ -493,13 +493,15 @@ def test_cli(archive, tmp_path):
         cli,
         ["batch", str(archive["good"][0]), str(archive["broken"]["empty"]), "-o", str(out), "--jobs", "1"],
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # a row with an error
     assert res.stdout.startswith("tracekit batch: 2 traces (2 analysed, 0 cached, 1 failed)")
     assert len(res.stdout.splitlines()) == 1 and "\r" not in res.stderr  # no progress bar off a terminal
     assert (out / "summary.parquet").is_file() and (out / "index.html").is_file()
     limited = CliRunner().invoke(cli, ["batch", str(archive["good"][0]), "-o", str(tmp_path / "o2"), "--jobs", "1",
                                        "--max-bytes", "1K"])
-    assert limited.exit_code == 0 and "1 failed" in limited.stdout
+    assert limited.exit_code == 1 and "1 failed" in limited.stdout
+    good = CliRunner().invoke(cli, ["batch", str(archive["good"][0]), "-o", str(tmp_path / "o3"), "--jobs", "1"])
+    assert good.exit_code == 0 and "0 failed" in good.stdout
     assert CliRunner().invoke(cli, ["batch", str(tmp_path), "-o", str(out), "--jobs", "0"]).exit_code == 2
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -16,6 +16,9 @@ text, lists, tuples, dicts (as pairs: keys need not be text), Polars frames and 
 reading imports only classes of the `tracekit` package, only dataclasses and Enums, and
 sets only their declared fields. An entry is written into a temporary folder and renamed
 into place; one that cannot be read back is ignored (and replaced by the next write).
+`analysis.json` is checked, and each frame file's bytes against the SHA-256 it lists, before
+any of them is parsed (as the trace cache's: `tracekit.loader.cache.read_checked`); an entry
+that fails is deleted with a `CacheWarning`, and the analyses run again.
 
 Entries count towards the cache folder's size limit, with the traces' own (least recently
 used first: `tracekit.loader.cache.prune`).
@@ -100,11 +103,19 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
         return None
     entry = directory / SUBDIR / key
     try:
-        doc = json.loads((entry / TREE).read_text(encoding="utf-8"))
+        doc = json.loads(loader_cache.read_index(entry / TREE))
         if doc.get("key") != key or doc.get("version") != code_version():
             return None
-        # one plan for all: Polars reads (and unpacks) the files in parallel
-        frames = pl.collect_all([pl.scan_ipc(entry / f"f{i}.arrow") for i in range(doc["frames"])])
+        data = loader_cache.read_checked(entry, [f"f{i}.arrow" for i in range(doc["frames"])],
+                                         doc.get(loader_cache.DIGESTS))
+    except loader_cache.CorruptEntry as exc:
+        loader_cache.drop(entry, str(exc))
+        return None
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no entry, or one being replaced
+        return None
+    try:
+        # one plan for all: Polars unpacks the files in parallel
+        frames = pl.collect_all([pl.scan_ipc(d) for d in data])
         frames = [constant_columns(f) for f in frames]
         analysis = _decode(doc["tree"], frames, trace)
         loader_cache.touch(entry)
@@ -128,8 +139,11 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
         for i, frame in enumerate(frames):
             write_frame(frame, tmp / f"f{i}.arrow")
-        doc = {"key": key, "version": code_version(), "frames": len(frames), "tree": tree}
-        (tmp / TREE).write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
+        digests = {f"f{i}.arrow": loader_cache.digest((tmp / f"f{i}.arrow").read_bytes()) for i in range(len(frames))}
+        doc = {"key": key, "version": code_version(), "frames": len(frames), loader_cache.DIGESTS: digests,
+               "tree": tree}
+        body = json.dumps(doc, allow_nan=True).encode()
+        (tmp / TREE).write_bytes(loader_cache.index_bytes(body))  # last: it vouches for the rest
         loader_cache.publish(tmp, base / key, directory)
         return True
     except (OSError, Unstorable, ValueError, pl.exceptions.PolarsError):

@@ -1,4 +1,5 @@
-"""Errors tracekit raises on bad input. Each maps to exit code 2 in the CLI."""
+"""Errors tracekit raises on bad input (each maps to exit code 2 in the CLI), and the warning
+it gives about a damaged cache entry."""
 
 from __future__ import annotations
 
@@ -31,3 +32,7 @@ class UsageError(TraceError):
 
 class OutputError(TraceError):
     """An output file could not be written (disk full, permission denied...); the old file is kept."""
+
+
+class CacheWarning(UserWarning):
+    """A cache entry failed its checksum: it was deleted and the trace read again."""

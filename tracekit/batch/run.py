@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from tracekit import format as fmt
 from tracekit.batch import schema as S
 from tracekit.batch.sources import Item, Job, expand, prepare, safe_name
 from tracekit.batch.store import Store
-from tracekit.batch.worker import error_entry, fingerprint, message, one_line, run_job
+from tracekit.batch.worker import die_with_parent, error_entry, fingerprint, message, one_line, run_job
 from tracekit.errors import TraceError, UsageError
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 
@@ -120,8 +121,13 @@ class Runner:
         self.ranks: list[dict[str, Any]] = []
         self.analysed = self.cached = 0
         self.waiting: dict[str, list[Job]] = {}
+        self.retried: set[str] = set()  # jobs sent again after their worker died
+        self.lost: list[Job] = []  # jobs whose worker died, to send again
 
-    def run(self, items: list[Item], pool: Executor, limit: int) -> None:
+    def run(self, items: list[Item], pool: Executor | Pool, limit: int) -> None:
+        """Every item's row, from the cache or from `pool`. When a worker of a local pool dies
+        (killed, out of memory, a crash in C), the pool breaks and fails every job in flight:
+        the pool is started again and each of those jobs sent once more."""
         in_flight: dict[Future, str] = {}
         for item in items:
             job = self.prepare(item)
@@ -137,17 +143,40 @@ class Runner:
                 continue
             self.waiting[job.content_hash] = [job]
             while len(in_flight) >= limit:
-                self.collect(in_flight, timeout=None)
+                self.collect(in_flight, timeout=None, pool=pool)
+                self.resend(pool, in_flight)
             self.submit(pool, job, in_flight)
-            self.collect(in_flight, timeout=0)
+            self.collect(in_flight, timeout=0, pool=pool)
+            self.resend(pool, in_flight)
         while in_flight:
-            self.collect(in_flight, timeout=None)
+            self.collect(in_flight, timeout=None, pool=pool)
+            self.resend(pool, in_flight)
 
-    def submit(self, pool: Executor, job: Job, in_flight: dict[Future, str]) -> None:
+    def submit(self, pool: Executor | Pool, job: Job, in_flight: dict[Future, str]) -> None:
         try:
             in_flight[pool.submit(run_job, job)] = job.content_hash
-        except Exception as exc:  # noqa: BLE001  (e.g. a broken pool: this job fails, the batch goes on)
+        except BrokenProcessPool as exc:
+            self.lose(pool, job.content_hash, exc)
+        except Exception as exc:  # noqa: BLE001  (this job fails, the batch goes on)
             self.finish(job.content_hash, worker_failed(exc))
+
+    def lose(self, pool: Executor | Pool, content_hash: str, exc: BaseException) -> None:
+        """A job whose worker died: sent again once on a local pool (`resend`), else an error row."""
+        if content_hash in self.retried or not isinstance(pool, Pool):
+            self.finish(content_hash, worker_failed(exc, again=content_hash in self.retried))
+        else:
+            self.retried.add(content_hash)
+            self.lost.append(self.waiting[content_hash][0])
+
+    def resend(self, pool: Executor | Pool, in_flight: dict[Future, str]) -> None:
+        """Send the lost jobs again, on a new pool once the jobs in flight are all in (each of
+        them failed too, or finished first)."""
+        if not self.lost or any(not f.done() for f in in_flight) or not isinstance(pool, Pool):
+            return
+        pool.restart()
+        lost, self.lost = self.lost, []
+        for job in lost:
+            self.submit(pool, job, in_flight)
 
     def prepare(self, item: Item) -> Job | None:
         try:
@@ -173,12 +202,15 @@ class Runner:
             return None  # analyse again: the report is made from the loaded trace
         return entry
 
-    def collect(self, in_flight: dict[Future, str], *, timeout: float | None) -> None:
+    def collect(self, in_flight: dict[Future, str], *, timeout: float | None, pool: Executor | Pool) -> None:
         done, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
         for fut in done:
             content_hash = in_flight.pop(fut)
             try:
                 entry = fut.result()
+            except BrokenProcessPool as exc:
+                self.lose(pool, content_hash, exc)
+                continue
             except Exception as exc:  # noqa: BLE001  (a dead worker fails its job, not the batch)
                 entry = worker_failed(exc)
             self.finish(content_hash, entry)
@@ -248,9 +280,10 @@ class Runner:
         )
 
 
-def worker_failed(exc: BaseException) -> dict[str, Any]:
+def worker_failed(exc: BaseException, *, again: bool = False) -> dict[str, Any]:
     """A job whose worker died or could not be reached: an error row, not cached (retried next run)."""
-    return error_entry(f"worker failed: {type(exc).__name__}: {one_line(str(exc))}", cacheable=False)
+    said = f"worker failed{' twice' if again else ''}: {type(exc).__name__}: {one_line(str(exc))}"
+    return error_entry(said, cacheable=False)
 
 
 def report_path(job: Job) -> str:
@@ -281,7 +314,7 @@ class InlineExecutor(Executor):
 @contextlib.contextmanager
 def open_executor(
     executor: Executor | str | None, jobs: int | None, *, tasks: int | None = None
-) -> Iterator[tuple[Executor, int]]:
+) -> Iterator[tuple[Executor | Pool, int]]:
     """(executor, how many jobs may be in flight); pools opened here are closed here.
 
     The local pool has `jobs` processes (default: the CPUs this process may use), never more
@@ -302,13 +335,36 @@ def open_executor(
     if n <= 1:
         yield InlineExecutor(), 1
         return
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+    pool = Pool(n)
     try:
         yield pool, 2 * n
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+class Pool:
+    """The local worker processes (spawn), which die with this process
+    (`worker.die_with_parent`), and which `restart` replaces once one has died."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=die_with_parent)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future:
+        return self._pool.submit(fn, *args)
+
+    def restart(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._start()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 def default_jobs() -> int:

@@ -51,7 +51,11 @@ def batch(
     """Analyse every trace in SOURCES (files, folders, globs, fsspec URLs such as s3://bucket/run/).
 
     Results are cached in OUT_DIR/.cache by the sha256 of each file, so a rerun only analyses
-    new traces; a trace that cannot be read becomes a row with its error.
+    new traces; a trace that cannot be read becomes a row with its error. A worker that dies
+    is replaced and its jobs are run once more.
+
+    Exit status: 0 when every row was analysed, 1 when any row has an error (the last line
+    says how many), 2 on bad arguments or when SOURCES name no trace, 130 on Ctrl-C.
     """
     bar = ProgressBar() if sys.stderr.isatty() else None
     try:
@@ -71,6 +75,8 @@ def batch(
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(result.line())
+    if result.failed:
+        raise click.exceptions.Exit(1)
 
 
 class ProgressBar:

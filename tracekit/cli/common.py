@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracekit.cli.interrupts import python_handles_sigint
 from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
 from tracekit.cli.progress import Status
 from tracekit.loader import load
@@ -72,6 +73,7 @@ def load_trace(path: str, *, cache: bool | None = None, status: Status | None = 
     `lean`: without what no analysis reads (`loader.lean`), as every command but `info`
     wants it."""
     cache = wants_cache(path, cache)
+    python_handles_sigint()  # on the command's thread (the load needs Polars anyway)
     own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
@@ -127,6 +129,7 @@ class Loading:
         self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                         name="tracekit-load", daemon=True)
         self._thread.start()
+        python_handles_sigint()  # Polars is imported here while the thread reads
 
     def _run(self) -> None:
         try:

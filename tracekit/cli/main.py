@@ -11,6 +11,7 @@ import importlib
 import io
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,7 +32,7 @@ import click
 from tracekit import __version__
 from tracekit.cache_writes import writes_behind
 from tracekit.cli.options import MAX_BYTES_HELP, Size
-from tracekit.errors import TraceError
+from tracekit.errors import CacheWarning, TraceError
 from tracekit.format import printable
 
 # name -> "module:attribute" of a click command
@@ -147,12 +148,24 @@ class _PrintableOut(io.TextIOBase):
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; bad input exits 2 with one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
-    stdout = sys.stdout
+    stdout, showwarning = sys.stdout, warnings.showwarning
     sys.stdout = _PrintableOut(stdout)
+    warnings.showwarning = _show_warning
     try:
         return _run(args)
     finally:
-        sys.stdout = stdout
+        sys.stdout, warnings.showwarning = stdout, showwarning
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """tracekit's own warnings (a damaged cache entry) as one line; others as Python shows them."""
+    if issubclass(category, CacheWarning):
+        click.echo(f"tracekit: warning: {_one_line(str(message))}", err=True)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
 
 
 # commands after which the process may skip the interpreter's teardown (see `run`): not
@@ -227,7 +240,7 @@ def _run(args: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001  (the CLI never shows a traceback unless asked)
+    except Exception as exc:
         if debug:
             raise
         click.echo(f"tracekit: internal error: {type(exc).__name__}: {_one_line(str(exc))} "

@@ -7,6 +7,12 @@ so any change to them invalidates every entry). An entry is written into a tempo
 renamed into place, so a reader never sees half of one. An entry that cannot be read
 back, or does not match the model's schemas, is ignored (and replaced by the next write).
 
+Every file of an entry is checked before any of it is parsed: the index (`meta.json`, written
+last) starts with a SHA-256 of the rest of it, and lists one of each data file, which is read
+into memory, checked, and parsed from those same bytes. Parquet's own page checksums are
+optional and Polars does not check them; a flipped byte gave wrong numbers, a panic or an
+abort. An entry that fails the check is deleted with a `CacheWarning` and the trace read again.
+
 The folder has a size limit, shared with the analysis cache's entries (`analyses/`):
 after each write, the least recently used entries (by the folder's modification time,
 which a read refreshes) are deleted until the rest fit (`size_limit`: 4 GiB, or
@@ -23,13 +29,16 @@ import shutil
 import stat
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from tracekit.errors import CacheWarning
 from tracekit.format import parse_size
 
 if TYPE_CHECKING:  # Polars (and the model with it) loads only to read or write an entry, so that a
@@ -46,6 +55,8 @@ KEY_LENGTH = 32
 LOADER_VERSION = "2"  # bump when the loader's output changes in a way the source hash cannot see
 EDGE_BYTES = 64 * 1024
 COMPRESSION = "zstd"
+INDEX_MAGIC = b"tracekit-entry sha256:"  # the index's first line: this, the digest of the rest
+DIGESTS = "digests"  # the index's field: data file name -> its SHA-256
 
 
 def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -104,30 +115,92 @@ def entry_key(path: str | os.PathLike[str], *, max_bytes: int) -> str | None:
 
 
 def read(directory: Path, key: str | None, *, path: str) -> Trace | None:
-    """The cached Trace, or None (no entry, or an entry that cannot be trusted)."""
+    """The cached Trace, or None (no entry, or an entry that cannot be trusted: one that
+    fails its checksums is deleted, with a `CacheWarning`)."""
     if key is None:
         return None
     entry = directory / key
     try:
-        info = msgspec.json.decode((entry / "meta.json").read_bytes())
-    except (OSError, msgspec.DecodeError):
+        info = msgspec.json.decode(read_index(entry / "meta.json"))
+        if not isinstance(info, dict) or info.get("key") != key or info.get("version") != code_version():
+            return None
+        names = [f"{name}.parquet" for name in _frame_schemas()]
+        data = dict(zip(names, read_checked(entry, names, info.get(DIGESTS))))
+    except CorruptEntry as exc:
+        drop(entry, str(exc))
         return None
-    if not isinstance(info, dict) or info.get("key") != key or info.get("version") != code_version():
+    except (OSError, msgspec.DecodeError):  # no entry, or one being replaced
         return None
     import polars as pl
 
     from tracekit.model import SCHEMAS, Trace, TraceMeta
 
     try:
-        frames = {name: _read_frame(entry / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
+        frames = {name: _read_frame(data, f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
         meta = dict(info["meta"])
         for name, schema in _meta_frames().items():
-            meta[name] = _read_frame(entry / f"meta_{name}.parquet", schema)
+            meta[name] = _read_frame(data, f"meta_{name}.parquet", schema)
         meta["path"] = path
         touch(entry)
         return Trace(**frames, meta=TraceMeta(**meta))
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
+
+
+def _frame_schemas() -> dict[str, dict[str, pl.DataType]]:
+    """Every frame of an entry by its file's stem: the Trace's, then TraceMeta's (`meta_<name>`)."""
+    from tracekit.model import SCHEMAS
+
+    return {**SCHEMAS, **{f"meta_{name}": schema for name, schema in _meta_frames().items()}}
+
+
+class CorruptEntry(Exception):
+    """An entry file whose bytes differ from those its index recorded."""
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def index_bytes(body: bytes) -> bytes:
+    """An entry's index file: `INDEX_MAGIC`, the digest of `body`, a newline, `body`."""
+    return INDEX_MAGIC + digest(body).encode() + b"\n" + body
+
+
+def read_index(file: Path) -> bytes:
+    """The body of an index file written by `index_bytes`, once its digest is checked
+    (OSError when there is none; `CorruptEntry` when it does not match)."""
+    raw = file.read_bytes()
+    head, _, body = raw.partition(b"\n")
+    if head != INDEX_MAGIC + digest(body).encode():
+        raise CorruptEntry(f"{file.name} fails its checksum")
+    return body
+
+
+def read_checked(entry: Path, names: list[str], digests: Any) -> list[bytes]:
+    """The bytes of each named file of `entry`, each checked against `digests` (from the
+    index) before anyone parses them; read and hashed on a few threads (hashlib lets go
+    of the GIL)."""
+    if not isinstance(digests, dict):
+        raise CorruptEntry("the index lists no checksums")
+
+    def one(name: str) -> bytes:
+        data = (entry / name).read_bytes()
+        if digests.get(name) != digest(data):
+            raise CorruptEntry(f"{name} fails its checksum")
+        return data
+
+    if len(names) < 2:
+        return [one(name) for name in names]
+    with ThreadPoolExecutor(min(4, len(names))) as pool:
+        return list(pool.map(one, names))
+
+
+def drop(entry: Path, why: str) -> None:
+    """Delete an entry that failed its checks, and say so (the caller reads the trace again)."""
+    warnings.warn(f"cache entry {entry.name} is damaged ({why}): deleted, read again from the source",
+                  CacheWarning, stacklevel=3)
+    shutil.rmtree(entry, ignore_errors=True)
 
 
 def _meta_frames() -> dict[str, dict[str, pl.DataType]]:
@@ -137,15 +210,15 @@ def _meta_frames() -> dict[str, dict[str, pl.DataType]]:
     return {"devices": DEVICES_SCHEMA, "processes": PROCESSES_SCHEMA, "threads": THREADS_SCHEMA}
 
 
-def _read_frame(file: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _read_frame(data: dict[str, bytes], name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     import polars as pl
 
     # one chunk, as a fresh load gives: Parquet reads back one per row group (11 for the 1 GB
     # trace's ops), and gathering text across chunks copies it (an analysis of the cached
     # 1 GB trace took 23.9 s with the chunks, 20.8 s without)
-    frame = pl.read_parquet(file, memory_map=False).rechunk()
+    frame = pl.read_parquet(data[name], memory_map=False).rechunk()
     if dict(frame.schema) != schema:
-        raise ValueError(f"{file.name}: schema differs from the model")
+        raise ValueError(f"{name}: schema differs from the model")
     from tracekit.loader.constants import constant_columns
 
     return constant_columns(frame)
@@ -173,8 +246,9 @@ def write(directory: Path, key: str | None, trace: Trace) -> bool:
                 value.write_parquet(tmp / f"meta_{name}.parquet", compression=COMPRESSION, statistics=False)
             else:
                 meta[name] = value
-        info = {"key": key, "version": code_version(), "meta": meta}
-        (tmp / "meta.json").write_bytes(msgspec.json.encode(info))
+        digests = {f.name: digest(f.read_bytes()) for f in sorted(tmp.glob("*.parquet"))}
+        info = {"key": key, "version": code_version(), "meta": meta, DIGESTS: digests}
+        (tmp / "meta.json").write_bytes(index_bytes(msgspec.json.encode(info)))  # last: it vouches for the rest
         publish(tmp, directory / key, directory)
         return True
     except (OSError, TypeError, msgspec.EncodeError, pl.exceptions.PolarsError):
