@@ -110,8 +110,8 @@ def test_an_instance_index_needs_a_window(trace, capsys):
 def test_batch_of_sources_that_do_not_exist_is_a_usage_error(trace, tmp_path, capsys):
     assert main(["batch", str(tmp_path / "nothing"), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 2
     assert capsys.readouterr().err == f"tracekit: error: no trace files found: {tmp_path / 'nothing'} does not exist\n"
-    # one missing among real ones: a row with its error, and the batch goes on
-    assert main(["batch", str(tmp_path / "nothing"), str(trace), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    # one missing among real ones: a row with its error, the batch goes on, and exits 1
+    assert main(["batch", str(tmp_path / "nothing"), str(trace), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 1
     assert "(1 analysed, 0 cached, 1 failed)" in capsys.readouterr().out
 
 

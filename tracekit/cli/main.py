@@ -58,8 +58,8 @@ COMMANDS: dict[str, str] = {
 # Polars with them); tests/test_cli_help.py checks each against the command's own help
 SHORT_HELP: dict[str, str] = {
     "info": "Describe trace files: format, devices, span, events per category, streams, steps, warnings.",
-    "summary": "Headline figures: GPU busy/idle per device, time breakdown, idle by cause, top kernels and ops, "
-               "steps.",
+    "summary": "Headline figures: GPU utilisation, the verdict, the attention backend, the top findings; then GPU "
+               "busy/idle per device, time breakdown, idle by cause, top kernels and ops, steps.",
     "kernels": "GPU kernels by total time, with their class (gemm, attention, ...) read from the name.",
     "ops": "CPU ops by the GPU time they launched: calls, CPU total/self, inclusive/self GPU time.",
     "gaps": "Idle gaps per device and stream, each with a cause and the CPU op to blame.",
