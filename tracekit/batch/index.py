@@ -52,9 +52,11 @@ RANK_COLUMNS = [
     ("communication_ns", "exposed comm.", "ns"),
     ("overlap_share", "comm. overlapped", "pct"),
     ("work_per_step_ns", "work / step", "ns"),
-    ("lag_ns", "lag vs median", "ns"),
-    ("wait_ns", "waits for slowest", "ns"),
-    ("straggler", "straggler", "bool"),
+    ("lag_ns", "work lag vs median", "ns"),
+    ("wait_ns", "waits for last arrival", "ns", "sum over collectives of (last rank's arrival - this rank's)"),
+    ("times_last", "times last", "count"),
+    ("lost_to_rank_ns", "job time lost to it", "ns", "sum of (last - median arrival) where it arrived last"),
+    ("straggler", "late rank", "bool"),
 ]
 
 

@@ -1,17 +1,17 @@
 """A distributed job's ranks side by side, the straggler, and the job's one summary row.
 
 Per rank: step time, GPU busy/idle, compute, exposed and total communication, and how
-much communication hides under compute (`breakdown`). The straggler is judged by *work*:
-compute + memory time (GPU busy time that is not communication), per step when every rank
-has the same number of steps > 0, else over the whole trace. In a synchronous job the
-others wait in their collectives for the slowest rank, so
+much communication hides under compute (`breakdown`), and its work: compute + memory time
+per step when every rank has the same number of steps > 0, else over the whole trace
+(`lag_ns` = work - median work).
 
-    lag_ns   = work - median work over the ranks   (how far a rank is behind the middle)
-    wait_ns  = max work - work                     (how long a rank waits for the slowest)
-
-and a rank is a straggler when its lag exceeds STRAGGLER_MIN_LAG (5 %) of the median work.
-The job's `straggler_lag_ns` is max work - median work: how long the slowest rank holds
-the typical rank back per step (or per trace).
+The straggler is judged by *arrival* at the collectives (`batch.arrivals`): a synchronous
+step is decided by the last rank to enter each collective, not by who does the most work.
+`wait_ns` is a rank's total wait for the last arrival, `straggler` marks the ranks the job
+lost at least 5 % of its lost time to, and the job's `straggler_lag_ns` is that lost time.
+When no collective is found on every rank, the work rule stands in: wait_ns = max work -
+work, a straggler's lag exceeds STRAGGLER_MIN_LAG of the median work, and straggler_lag_ns
+= max work - median work.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analyse import Analysis
+from tracekit.batch.arrivals import Skew, window_text
 from tracekit.batch.schema import IDLE_CAUSES, SEVERITIES
 
 STRAGGLER_MIN_LAG = 0.05
@@ -81,8 +82,9 @@ def rank_row(a: Analysis, rank: int, values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stragglers(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add work_per_step_ns, lag_ns, wait_ns and straggler to each rank row."""
+def stragglers(ranks: list[dict[str, Any]], skew: Skew | None = None) -> list[dict[str, Any]]:
+    """Add work_per_step_ns, lag_ns, wait_ns and straggler to each rank row, and with a
+    measured `skew` its arrival columns (wait_ns and straggler then come from arrivals)."""
     if not ranks:
         return ranks
     steps = {r["steps"] for r in ranks}
@@ -96,11 +98,14 @@ def stragglers(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         wait_ns=(top - pl.col("work_per_step_ns")).cast(pl.Int64),
         straggler=(pl.col("work_per_step_ns") - median) > STRAGGLER_MIN_LAG * median,
     )
+    if skew is not None and skew.ranks.height:
+        arrivals = skew.ranks.rename({"arrival_wait_ns": "wait_ns", "late": "straggler"})
+        frame = frame.drop("wait_ns", "straggler").join(arrivals, on="rank", how="left")
     return frame.to_dicts()
 
 
 def combine(
-    values: list[dict[str, Any]], ranks: list[dict[str, Any]], kernels: pl.DataFrame
+    values: list[dict[str, Any]], ranks: list[dict[str, Any]], kernels: pl.DataFrame, skew: Skew | None = None
 ) -> dict[str, Any]:
     """The job's summary values from its ranks' (see docs/batch.md for each rule)."""
     out: dict[str, Any] = {"kind": "ranks", "rank": None, "ranks": len(values)}
@@ -112,7 +117,7 @@ def combine(
         out[key] = max(present) if present else None
     for key in FIRST:
         out[key] = next((v[key] for v in values if v.get(key) is not None), None)
-    out |= _derived(values, ranks) | _kernel_values(kernels) | _straggler_values(ranks)
+    out |= _derived(values, ranks) | _kernel_values(kernels) | _straggler_values(ranks, skew)
     return out
 
 
@@ -165,10 +170,19 @@ def _kernel_values(kernels: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _straggler_values(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def _straggler_values(ranks: list[dict[str, Any]], skew: Skew | None) -> dict[str, Any]:
     slow = sorted(r["rank"] for r in ranks if r.get("straggler"))
-    lag = max((r["lag_ns"] for r in ranks if r.get("lag_ns") is not None), default=None)
-    return {"straggler_ranks": ",".join(map(str, slow)) or None, "straggler_lag_ns": lag}
+    measured = skew is not None and skew.collectives.height > 0
+    if measured:
+        lag: int | None = skew.lost_ns
+    else:
+        lag = max((r["lag_ns"] for r in ranks if r.get("lag_ns") is not None), default=None)
+    return {
+        "straggler_ranks": ",".join(map(str, slow)) or None,
+        "straggler_lag_ns": lag,
+        "arrival_skew_ns": int(skew.collectives["skew_ns"].max()) if measured else None,
+        "late_window": window_text(skew.window) if measured else None,
+    }
 
 
 def combine_classes(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -197,7 +197,7 @@ class Runner:
         entry = self.store.get(job.content_hash, self.fingerprint)
         if entry is None:
             return None
-        wants_report = self.reports and not job.group and not entry["summary"].get("error")
+        wants_report = self.reports and not entry["summary"].get("error")
         if wants_report and not self.store.path(report_path(job)).exists():
             return None  # analyse again: the report is made from the loaded trace
         return entry
@@ -226,7 +226,7 @@ class Runner:
 
     def emit(self, job: Job, entry: dict[str, Any]) -> None:
         src = {"name": job.name, "source": job.source, "content_hash": job.content_hash}
-        has_report = self.store is not None and not job.group and self.store.path(report_path(job)).exists()
+        has_report = self.store is not None and self.store.path(report_path(job)).exists()
         kind = "ranks" if job.group else "trace"
         self.add_row(
             {

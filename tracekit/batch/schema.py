@@ -17,7 +17,7 @@ I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 TIME = pl.Datetime("us", "UTC")
 
 # Bump when a figure's meaning changes: cached results of another version are re-analysed.
-BATCH_SCHEMA_VERSION = 1
+BATCH_SCHEMA_VERSION = 2
 
 # Idle causes of `tracekit.analysis.gaps` (device scope), one column each: idle_<cause>_ns.
 IDLE_CAUSES = CAUSES
@@ -79,6 +79,8 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     # rank groups
     "straggler_ranks": STR,
     "straggler_lag_ns": I64,
+    "arrival_skew_ns": I64,
+    "late_window": STR,
     # loading and provenance
     "load_warnings": I64,
     "recovered": BOOL,
@@ -135,6 +137,28 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "wait_ns": I64,
     "straggler": BOOL,
     "critical_path_verdict": STR,
+    # arrival at the collectives (batch.arrivals)
+    "clock_offset_ns": I64,
+    "collectives": I64,
+    "late_ns": I64,
+    "times_last": I64,
+    "lost_to_rank_ns": I64,
+}
+
+COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {
+    "stream_index": I64,
+    "k": I64,
+    "family": STR,
+    "name": STR,
+    "first_arrival_ns": I64,
+    "median_arrival_ns": I64,
+    "last_arrival_ns": I64,
+    "end_spread_ns": I64,
+    "latest_ranks": STR,
+    "late_rank": I64,
+    "skew_ns": I64,
+    "lost_ns": I64,
+    "late_launched_late": BOOL,
 }
 
 # Columns that differ between two runs over the same bytes (wall clock, machine speed, outputs).

@@ -21,6 +21,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyse import analyse
+from tracekit.batch import arrivals
 from tracekit.batch import ranks as rk
 from tracekit.batch import rows
 from tracekit.batch.schema import BATCH_SCHEMA_VERSION
@@ -107,23 +108,37 @@ def _group_entry(job: Job) -> dict[str, Any]:
     from tracekit.loader import load_ranks
 
     traces = load_ranks(list(job.paths), max_bytes=job.max_bytes, lean=True)
-    values, rank_rows, classes, findings, kernels = [], [], [], [], []
+    values, rank_rows, classes, findings, kernels, events = [], [], [], [], [], []
     for rank in list(traces):
-        a = analyse(traces.pop(rank))  # drop each rank's trace once analysed
+        trace = traces.pop(rank)  # drop each rank's trace once analysed
+        events.append(arrivals.rank_events(trace, rank))
+        a = analyse(trace)
         v = rows.summary_values(a)
         values.append(v)
         rank_rows.append(rk.rank_row(a, rank, v))
         classes.append(rows.class_rows(a))
         findings += rows.finding_rows(a, rank=rank)
         kernels.append(a.kernels.select("name", "kernel_class", "tensor_cores", "total_ns"))
-    rank_rows = rk.stragglers(rank_rows)
-    summary = rk.combine(values, rank_rows, pl.concat(kernels))
+        del trace, a
+    skew = arrivals.arrival_skew(events)
+    rank_rows = rk.stragglers(rank_rows, skew)
+    summary = rk.combine(values, rank_rows, pl.concat(kernels), skew)
+    if skew.note:
+        summary["analysis_notes"] = "; ".join(filter(None, [summary.get("analysis_notes"), skew.note]))
+    collectives = skew.collectives.to_dicts()
+    html = None
+    if job.report:
+        from tracekit.batch.group_page import render_group_page
+
+        html = render_group_page(job.source, summary, rank_rows, collectives, skew.window)
     return {
         "summary": summary,
         "classes": rk.combine_classes(classes),
         "findings": findings,
         "ranks": rank_rows,
-        "report_html": None,
+        "collectives": collectives,
+        "window": skew.window,
+        "report_html": html,
     }
 
 
