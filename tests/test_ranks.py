@@ -116,3 +116,20 @@ def test_dlrm_8rank_late_ranks_against_raw_json():
     assert skew.ranks.filter("late")["rank"].to_list() == [4, 5, 7]
     waits = dict(skew.ranks.select("rank", "arrival_wait_ns").rows())
     assert waits[1] == 11_129_000 and max(waits, key=waits.get) == 1  # rank 1 waits longest
+
+
+def test_unguarded_script_names_the_missing_guard(tmp_path):
+    """A script calling run_batch(jobs=2) without the __main__ guard: the spawned workers
+    re-run it; each refuses with the guard named instead of starting a batch of its own."""
+    import subprocess
+    import sys
+
+    for i in range(2):
+        b = TraceBuilder()
+        b.mm_add_step(0, 40_000)
+        b.write(tmp_path / f"t{i}.json")
+    script = tmp_path / "nightly.py"
+    script.write_text(f"from tracekit.batch import run_batch\nprint(run_batch([{str(tmp_path)!r}], jobs=2).line())\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert 'no `if __name__ == "__main__":` guard' in done.stderr

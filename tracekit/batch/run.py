@@ -79,6 +79,7 @@ def run_batch(
     `DEFAULT_MAX_BYTES` by default); such a trace becomes a row with its error,
     which is not cached (a later run may allow more).
     """
+    refuse_in_spawned_worker()
     started = time.perf_counter()
     if reports and out_dir is None:
         raise UsageError("per-trace reports need an output folder (out_dir)")
@@ -105,6 +106,22 @@ def run_batch(
     if store is not None:
         write_outputs(store, result)
     return result
+
+
+MAIN_GUARD = (
+    "run_batch was called while a worker process was starting: the worker re-ran the main script, "
+    "which has no `if __name__ == \"__main__\":` guard. Put the call under that guard "
+    "(worker processes are spawned and import the main script)"
+)
+
+
+def refuse_in_spawned_worker() -> None:
+    """A spawned worker imports the main script (as `__mp_main__`) while it bootstraps,
+    before `parent_process()` is set; multiprocessing marks that phase `_inheriting` (its
+    own check reads it). An unguarded `run_batch` there would start a batch in every worker
+    (each failing, the run twice as slow)."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise UsageError(MAIN_GUARD)
 
 
 class Runner:
