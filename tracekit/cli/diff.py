@@ -18,6 +18,7 @@ from tracekit.diff.report import build_diff_report, render_diff
 from tracekit.errors import UsageError
 
 FORMATS = ("html", "md", "json")
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
 trace_path = click.Path(exists=True, dir_okay=False, path_type=str)
 
 
@@ -37,7 +38,13 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--format", "kind", type=click.Choice(FORMATS), default=None,
               help="html (default, or from the -o suffix), md (GitHub Markdown for a PR comment) or json.")
 @click.option("--fail-if-slower", "fail_pct", type=Finite(min=0), metavar="PCT",
-              help="Exit with code 1 when AFTER is slower than BEFORE by more than PCT percent on the metric.")
+              help="Exit with code 1 when AFTER is slower than BEFORE by more than PCT percent on the metric "
+                   "and the change is beyond the step-to-step noise; exit 2 when the traces look like different "
+                   "workloads.")
+@click.option("--raw-threshold", is_flag=True,
+              help="With --fail-if-slower: fail on any slowdown above PCT, even one within the noise.")
+@click.option("--allow-unrelated", is_flag=True,
+              help="With --fail-if-slower: gate even when the two traces look like different workloads.")
 @click.option("--metric", default="step", show_default=True, callback=_metric, metavar="step|gpu-busy|window:NAME",
               help="The figure --fail-if-slower and the verdict use: median step time, median GPU busy time per "
                    "step, or the median time of the annotation NAME (record_function range).")
@@ -46,14 +53,22 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @cache_opt
 @max_bytes_opt
 @progress_opt
-def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None, metric: str,
-         top: int, no_redact: bool, progress: bool | None) -> None:
+def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None,
+         raw_threshold: bool, allow_unrelated: bool, metric: str, top: int, no_redact: bool,
+         progress: bool | None) -> None:
     """Compare AFTER with BEFORE step by step: step time, GPU busy and idle by cause, kernels,
     ops, launches, syncs and copies, each with its step-to-step noise.
 
-    Exit codes: 0, or 1 with --fail-if-slower when AFTER regressed by more than PCT; 2 on bad
-    input (unreadable trace, bad arguments).
+    Exit codes: 0, or 1 with --fail-if-slower when AFTER regressed by more than PCT beyond the
+    noise; 2 on bad input (unreadable trace, bad arguments, an -o suffix that names no format)
+    and, with --fail-if-slower, when the traces look like different workloads (see
+    --allow-unrelated).
     """
+    if kind is None and output is not None:
+        suffix = os.path.splitext(output)[1].lower()
+        if suffix not in SUFFIXES:
+            raise click.BadParameter(f"cannot tell the format from {output!r}: use a .html, .md or .json file, "
+                                     "or --format html|md|json", param_hint="'-o' / '--output'")
     kind = kind or format_from(output)
     if output is not None or kind == "html":
         check_output(output or "diff.html", [before, after])
@@ -78,7 +93,19 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
         write_output(path, text, inputs=[before, after])
         click.echo(f"wrote {path}", err=True)
     h = result.headline
-    if fail_pct is not None and result.regressed(fail_pct):
+    if fail_pct is None:
+        return
+    if not result.comparable and not allow_unrelated:
+        click.echo(f"tracekit: not gating: {result.comparable_reason}; pass --allow-unrelated to gate anyway",
+                   err=True)
+        raise click.exceptions.Exit(2)
+    if h.fails(fail_pct, raw=raw_threshold):
+        noise = ("; with one sample on a side the noise is unknown" if h.significant is None
+                 else "" if h.significant else " (within the noise; gated by --raw-threshold)")
         click.echo(f"tracekit: after is slower on {h.label}: {fmt.ns(h.before_ns)} → {fmt.ns(h.after_ns)} "
-                   f"({fmt.pct(h.delta_pct)}), more than the {fail_pct:g} % allowed", err=True)
+                   f"({fmt.pct(h.delta_pct)}), more than the {fail_pct:g} % allowed{noise}", err=True)
         raise click.exceptions.Exit(1)
+    if h.regressed(fail_pct):
+        click.echo(f"tracekit: after is {fmt.pct(h.delta_pct)} slower on {h.label}, within the step-to-step noise "
+                   f"({fmt.ns(h.noise_ns)}): not a significant change, so not failing (--raw-threshold fails it)",
+                   err=True)

@@ -9,9 +9,11 @@ import polars as pl
 
 from tracekit.analyse import Analysis, analyse
 from tracekit.diff import extras, stats, tables
+from tracekit.diff.caveats import Change, configuration
 from tracekit.diff.extras import Side
+from tracekit.diff.similarity import Similarity, similarity
 from tracekit.diff.profile import Profile, has_steps, profile
-from tracekit.diff.verdict import verdict
+from tracekit.diff.verdict import verdict_parts
 from tracekit.errors import UsageError
 from tracekit.model import Trace
 
@@ -34,10 +36,19 @@ class Headline:
     n_after: int
 
     def regressed(self, pct: float) -> bool:
-        """True when after is slower than before by more than `pct` percent."""
+        """True when after is slower than before by more than `pct` percent (raw threshold)."""
         if self.delta_pct is None:
             return self.after_ns > self.before_ns
         return self.delta_pct * 100 > pct
+
+    def fails(self, pct: float, *, raw: bool = False) -> bool:
+        """The gate: slower by more than `pct` percent *and* beyond the noise; `raw` ignores
+        the noise. With one sample on a side the noise is unknown and the raw threshold decides."""
+        return self.regressed(pct) and (raw or self.significant is not False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: `delta_pct` in percent, as `--fail-if-slower PCT` reads it."""
+        return vars(self) | {"delta_pct": None if self.delta_pct is None else self.delta_pct * 100}
 
 
 @dataclass(frozen=True)
@@ -59,9 +70,17 @@ class TraceDiff:
     attention: pl.DataFrame  # per side: backend, calls, kernels and GPU time per call
     critical_path: pl.DataFrame  # per side: verdict
     findings: pl.DataFrame  # per rule: introduced / resolved / persisting
-    comparable: bool  # same device names on both sides
+    comparable: bool  # the workloads are alike (`similarity`): a delta between them means something
     notes: tuple[str, ...]
     verdict: str
+    similarity: Similarity | None = None
+    same_hardware: bool = True  # same device names on both sides
+    changes: tuple[Change, ...] = ()  # configuration changes (`caveats`)
+    verdict_parts: tuple[str, ...] = ()  # the verdict's sentences (`verdict.verdict_parts`)
+
+    @property
+    def comparable_reason(self) -> str | None:
+        return self.similarity.reason if self.similarity is not None else None
 
     @property
     def idle(self) -> pl.DataFrame:
@@ -90,7 +109,10 @@ class TraceDiff:
         frames = ("summary", "kernels", "kernel_classes", "ops", "launches", "syncs", "copies", "windows",
                   "attention", "critical_path", "findings")
         out: dict[str, Any] = {"before": self.before.to_dict(), "after": self.after.to_dict(), "scope": self.scope,
-                               "headline": vars(self.headline), "comparable": self.comparable,
+                               "headline": self.headline.to_dict(), "comparable": self.comparable,
+                               "comparable_reason": self.comparable_reason, "same_hardware": self.same_hardware,
+                               "similarity": self.similarity.to_dict() if self.similarity else None,
+                               "configuration_changes": [vars(c) for c in self.changes],
                                "notes": list(self.notes), "verdict": self.verdict}
         out.update({name: getattr(self, name).head(limit).to_dicts() for name in frames})
         return out
@@ -112,10 +134,13 @@ def diff(before: Analysis | Trace, after: Analysis | Trace, *, metric: str = "st
         "copies": tables.copies(pb, pa), "windows": tables.windows(pb, pa), "attention": extras.attention(b, a),
         "critical_path": extras.critical_path(b, a), "findings": extras.findings(b, a),
     }
-    comparable, notes = extras.comparability(sb, sa, scope=scope)
-    text = verdict(head, scope=scope, notes=notes, **parts)
-    return TraceDiff(before=sb, after=sa, scope=scope, headline=head, **parts, comparable=comparable,
-                     notes=tuple(notes), verdict=text)
+    same_hardware, notes = extras.comparability(sb, sa, scope=scope)
+    sim = similarity(pb, pa)
+    changes = configuration(b, a, sb, sa, parts["attention"])
+    sentences = verdict_parts(head, scope=scope, notes=notes, similar=sim, changes=changes, **parts)
+    return TraceDiff(before=sb, after=sa, scope=scope, headline=head, **parts, comparable=sim.comparable,
+                     notes=tuple(notes), verdict=" ".join(sentences), verdict_parts=tuple(sentences), similarity=sim, same_hardware=same_hardware,
+                     changes=tuple(changes))
 
 
 def check_metric(metric: str) -> None:

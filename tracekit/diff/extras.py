@@ -22,7 +22,9 @@ ATTENTION_SCHEMA = {"side": STR, "backend": STR, "calls": I64, "kernels_per_call
                     "cpu_per_call_ns": F64}
 CRITICAL_SCHEMA = {"side": STR, "verdict": STR, "verdict_share": F64, "sentence": STR}
 FINDINGS_SCHEMA = {"rule": STR, "title": STR, "severity": STR, "status": STR, "count_before": I64,
-                   "count_after": I64, "time_lost_before_ns": I64, "time_lost_after_ns": I64}
+                   "count_after": I64, "time_lost_before_ns": I64, "time_lost_after_ns": I64, "advice": STR,
+                   "evidence": pl.List(STR)}
+EVIDENCE = 3  # evidence lines carried per rule
 HARDWARE_NOTE = "absolute times differ by hardware; compare shapes of the profile"
 
 
@@ -93,7 +95,8 @@ def findings(before: Analysis, after: Analysis) -> pl.DataFrame:
     if before.findings is None or after.findings is None:
         return pl.DataFrame(schema=FINDINGS_SCHEMA)
     b = _finding_rows(before.findings).rename(
-        {"count": "count_before", "ns": "time_lost_before_ns", "title": "title_b", "severity": "severity_b"})
+        {"count": "count_before", "ns": "time_lost_before_ns", "title": "title_b", "severity": "severity_b",
+         "advice": "advice_b", "evidence": "evidence_b"})
     a = _finding_rows(after.findings).rename({"count": "count_after", "ns": "time_lost_after_ns"})
     j = b.join(a, on="rule", how="full", coalesce=True)
     ran = list(getattr(after.findings, "ran", ()) or ())
@@ -105,6 +108,7 @@ def findings(before: Analysis, after: Analysis) -> pl.DataFrame:
               .when(pl.lit(bool(ran)) & ~pl.col("rule").is_in(ran)).then(pl.lit("not checked"))
               .otherwise(pl.lit("resolved")))
     out = j.with_columns(title=pl.coalesce("title", "title_b"), severity=pl.coalesce("severity", "severity_b"),
+                         advice=pl.coalesce("advice", "advice_b"), evidence=pl.coalesce("evidence", "evidence_b"),
                          status=status)
     out = out.with_columns(pl.col(c).fill_null(0) for c in ("count_before", "count_after", "time_lost_before_ns",
                                                             "time_lost_after_ns"))
@@ -113,16 +117,27 @@ def findings(before: Analysis, after: Analysis) -> pl.DataFrame:
         pl.col("status").replace_strict(order, return_dtype=I64), "rule")
 
 
+def evidence_text(e: Any) -> str:
+    """One evidence event as a line to find it by: name, time on Perfetto's axis, lane."""
+    at = f" at {float(e.rel_us) / 1000:,.3f} ms" if getattr(e, "rel_us", None) is not None else ""
+    lane = f" on {e.lane}" if getattr(e, "lane", "") else ""
+    note = f" ({e.note})" if getattr(e, "note", "") else ""
+    return f"{e.name}{at}{lane}{note}"
+
+
 def _finding_rows(result: Any) -> pl.DataFrame:
-    """Per rule id: title and severity of its first finding, how many, time lost summed."""
+    """Per rule id: title, severity, advice and evidence of its first (costliest) finding, how
+    many, time lost summed."""
     items = [{"rule": str(getattr(f, "rule", "")), "title": str(getattr(f, "title", "")),
-              "severity": str(getattr(f, "severity", "info")), "ns": int(getattr(f, "time_lost_ns", 0) or 0)}
+              "severity": str(getattr(f, "severity", "info")), "ns": int(getattr(f, "time_lost_ns", 0) or 0),
+              "advice": str(getattr(f, "advice", "") or ""),
+              "evidence": [evidence_text(e) for e in tuple(getattr(f, "evidence", ()) or ())[:EVIDENCE]]}
              for f in (getattr(result, "findings", None) or ())]
-    schema = {"rule": STR, "title": STR, "severity": STR, "ns": I64}
+    schema = {"rule": STR, "title": STR, "severity": STR, "ns": I64, "advice": STR, "evidence": pl.List(STR)}
     rows = pl.DataFrame(items, schema=schema, orient="row") if items else pl.DataFrame(schema=schema)
     return rows.group_by("rule", maintain_order=True).agg(
         title=pl.col("title").first(), severity=pl.col("severity").first(), count=pl.len().cast(I64),
-        ns=pl.col("ns").sum())
+        ns=pl.col("ns").sum(), advice=pl.col("advice").first(), evidence=pl.col("evidence").first())
 
 
 def comparability(before: Side, after: Side, *, scope: str) -> tuple[bool, list[str]]:

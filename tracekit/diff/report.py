@@ -11,18 +11,15 @@ import polars as pl
 from tracekit import __version__
 from tracekit import format as fmt
 from tracekit.analysis.gaps import CAUSE_LABELS
-from tracekit.diff import stats
+from tracekit.diff import markdown, stats
 from tracekit.diff.cells import SUMMARY_COLUMNS, delta_table, sig_text, summary_rows, value
 from tracekit.diff.core import TraceDiff
 from tracekit.diff.extras import Side
 from tracekit.render.html import render_page
 from tracekit.render.json import render_json
-from tracekit.render.markdown import render_markdown
 from tracekit.report.model import Bar, BarChart, Card, Finding, Report, Section, Table
 from tracekit.report.redact import flatten, redact
 
-MD_TABLES = ("diff-summary", "kernel-deltas", "kernels-appeared", "kernels-disappeared", "idle-causes", "op-deltas",
-             "findings-diff")
 NOISE_RULE = (f"A change counts as beyond the noise when the spreads of the two sides do not overlap (spread: the "
               f"interquartile range with at least {stats.IQR_MIN_SAMPLES} steps, else min–max); with one sample "
               "per side it is unknown.")
@@ -57,7 +54,10 @@ def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = Tr
                    "the other (the traces stay on your machine)."),
                   "Use the step and kernel names in the tables above to find the same place in both traces."],
         generator=f"tracekit {__version__}",
-        extra={"kind": "diff", "headline": vars(d.headline), "comparable": d.comparable, "scope": d.scope,
+        extra={"kind": "diff", "verdict_parts": list(d.verdict_parts), "headline": d.headline.to_dict(), "comparable": d.comparable,
+               "comparable_reason": d.comparable_reason, "same_hardware": d.same_hardware,
+               "similarity": d.similarity.to_dict() if d.similarity else None,
+               "configuration_changes": [vars(c) for c in d.changes], "scope": d.scope,
                "findings_title": "New and worse findings (after against before)",
                "findings_empty": "No new or worse findings: the after trace shows no problem the before trace did "
                                  "not, and none it shares loses twice the time it did."},
@@ -69,7 +69,7 @@ def render_diff(model: Report, kind: str) -> str:
     if kind == "html":
         return render_page("report.html.j2", report=model)
     if kind == "md":
-        return render_markdown(model, tables=MD_TABLES)
+        return markdown.render(model)
     return render_json(model)
 
 
@@ -91,8 +91,12 @@ def _facts(d: TraceDiff) -> list[tuple[str, str]]:
         rank = f", rank {s.rank} of {s.world_size}" if s.world_size else ""
         out.append((name, f"{s.path} · {_devices(s)}{rank} · {s.format} · {steps}"))
     out += [("aligned by", _scope(d)), ("metric", d.headline.label), ("noise rule", NOISE_RULE),
-            ("hardware", "same device names" if d.comparable else "different: absolute times differ by hardware; "
+            ("hardware", "same device names" if d.same_hardware else "different: absolute times differ by hardware; "
              "compare shapes of the profile")]
+    if d.similarity is not None and d.similarity.score is not None:
+        sim = d.similarity
+        out.append(("similarity", f"{sim.score:.2f} ({sim.basis} time in families both sides run; below "
+                                  f"{sim.threshold:g} the workloads count as unrelated)"))
     return out
 
 
@@ -120,10 +124,27 @@ def _cards(d: TraceDiff) -> list[Card]:
              "significant": h.significant}
         cards.append(_card(h.label, r))
     step_label = "Step time" if d.scope == "steps" else "GPU span"
+    if _host_only(d):
+        ops = d.ops
+        host = {"before": float(ops["cpu_self_ns_before"].sum()), "after": float(ops["cpu_self_ns_after"].sum())}
+        calls = {"before": float(ops["calls_before"].sum()), "after": float(ops["calls_after"].sum())}
+        rows = [(f"CPU op time {'per step' if d.scope == 'steps' else 'in all'}", host, "ns"),
+                ("Op calls", calls, "count")]
+        cards.append(_card("Step time" if d.scope == "steps" else "Span", _figure(d, "step_ns")))
+        for label, r, kind in rows:
+            delta = r["after"] - r["before"]
+            cards.append(_card(label, {**r, "delta": delta, "delta_pct": delta / r["before"] if r["before"] else None,
+                                       "significant": None}, kind=kind))
+        return cards
     cards += [_card(step_label, _figure(d, "step_ns")), _card("GPU busy per step", _figure(d, "gpu_busy_ns")),
               _card("GPU idle per step", _figure(d, "gpu_idle_ns")),
               _card("Kernels per step", _figure(d, "kernels"), kind="count")]
     return cards
+
+
+def _host_only(d: TraceDiff) -> bool:
+    """No GPU work on either side: GPU figures are all zero and host figures stand in."""
+    return bool(d.kernels.is_empty() and d.copies.is_empty())
 
 
 def _introduced(d: TraceDiff) -> list[Finding]:
@@ -133,14 +154,17 @@ def _introduced(d: TraceDiff) -> list[Finding]:
                     title=f"{'new' if r['status'] == 'introduced' else 'worse'}: {r['title']}",
                     time_lost=fmt.ns(r["time_lost_after_ns"]), time_lost_ns=int(r["time_lost_after_ns"]),
                     share="introduced by after" if r["status"] == "introduced"
-                    else f"was {fmt.ns(r['time_lost_before_ns'])} before", evidence=[],
-                    advice="The after trace's own report (tracekit report) has the evidence and what to change.")
+                    else f"was {fmt.ns(r['time_lost_before_ns'])} before", evidence=list(r["evidence"] or []),
+                    advice=r["advice"] or "The after trace's own report (tracekit report) has the evidence.")
             for r in rows.iter_rows(named=True)]
 
 
 def _summary_section(d: TraceDiff) -> Section:
-    t = Table(id="diff-summary", title="Per-step figures", columns=SUMMARY_COLUMNS, rows=summary_rows(d.summary))
-    charts = [_breakdown_chart(d, side) for side in ("before", "after")]
+    seen = d.summary.filter((pl.col("before") != 0) | (pl.col("after") != 0) | (pl.col("figure") == "step_ns"))
+    seen = seen.filter(~pl.col("figure").str.starts_with("idle_"))  # the idle table has those
+    t = Table(id="diff-summary", title="Per-step figures", columns=SUMMARY_COLUMNS,
+              rows=summary_rows(seen, seen["figure"].to_list()))
+    charts = [] if _host_only(d) else [_breakdown_chart(d, side) for side in ("before", "after")]
     return Section(id="summary", title="Step by step", tables=[t], charts=charts,
                    intro=f"Each figure is measured in every counted step of each trace; the table compares the "
                          f"medians. {NOISE_RULE} GPU figures are summed over devices.")
@@ -198,7 +222,7 @@ def _idle_section(d: TraceDiff) -> Section:
     figures = ["gpu_idle_ns", *idle["figure"].to_list()]
     t = Table(id="idle-causes", title="Idle per step by cause", columns=SUMMARY_COLUMNS,
               rows=summary_rows(d.summary, figures))
-    charts = [_idle_chart(d, side) for side in ("before", "after")]
+    charts = [] if _host_only(d) else [_idle_chart(d, side) for side in ("before", "after")]
     return Section(id="idle", title="Idle time by cause", tables=[t], charts=charts,
                    intro="GPU idle inside each step, split by the cause `tracekit gaps` gives every gap.")
 
@@ -250,10 +274,13 @@ def _windows_section(d: TraceDiff, top: int) -> Section | None:
     t = delta_table("window-deltas", "Annotation windows (median per instance)", d.windows, [
         ("kind", "window", "text"), ("n_before", "instances before", "count"), ("n_after", "instances after", "count"),
         ("cpu_ns_before", "CPU before", "ns"), ("cpu_ns_after", "CPU after", "ns"), ("cpu_ns_delta", "Δ CPU", "dns"),
-        ("gpu_busy_ns_before", "GPU busy before", "ns"), ("gpu_busy_ns_after", "GPU busy after", "ns")],
+        ("gpu_busy_ns_before", "GPU work launched before", "ns"),
+        ("gpu_busy_ns_after", "GPU work launched after", "ns")],
         limit=top, sig=("cpu_ns_significant", "cpu_ns_delta"))
     return Section(id="windows", title="Steps and annotations", tables=[t],
-                   intro="Each record_function name and ProfilerStep, one sample per instance (warm-up excluded).")
+                   intro="Each record_function name and ProfilerStep, one sample per instance (warm-up excluded). "
+                         "GPU work launched: the busy time of the work an instance launched, wherever it ran; "
+                         "GPU busy elsewhere on this page is clipped to the step.")
 
 
 def _attention_section(d: TraceDiff) -> Section | None:

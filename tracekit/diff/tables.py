@@ -20,7 +20,7 @@ from tracekit.diff.profile import (
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 FIGURE_LABELS: dict[str, str] = {
-    "step_ns": "step time", "gpu_busy_ns": "GPU busy", "gpu_idle_ns": "GPU idle",
+    "step_ns": "step time", "gpu_busy_ns": "GPU busy within the step", "gpu_idle_ns": "GPU idle",
     "idle_launch_bound_ns": "idle: launch-bound (CPU late)", "idle_cpu_work_ns": "idle: CPU work",
     "idle_sync_stall_ns": "idle: sync stall", "idle_cross_stream_wait_ns": "idle: cross-stream wait",
     "idle_profiler_overhead_ns": "idle: profiler overhead", "idle_before_first_ns": "idle: before first",

@@ -1,14 +1,19 @@
-"""The one-paragraph verdict at the top of a diff, built from its frames.
+"""The verdict at the top of a diff, in short sentences built from its frames, in this order:
 
-Shape: the headline change and whether it is beyond the noise; then its biggest causes
-among the significant changes, or "Largest changes" when the noise is unknown (one sample
-on a side) (an attention backend switch; the kernel with the largest change in time per
-step; kernels that appeared or disappeared; the idle cause that moved most); then the
-comparability notes (different hardware first).
+1. `Not comparable: …` when the workloads look unrelated (`similarity`);
+2. the headline change and whether it is beyond the noise (unknown with one sample a side);
+3. `Configuration changed: …`: hardware, job size, tensor-core share, compile, attention
+   backend (`caveats`), named as such;
+4. for CPU-only diffs, control-op drift (`host_drift`): a sign of capture noise;
+5. `Looks like code: …`: changes of call counts (copies by kind, ops) and findings;
+6. kernel-level changes (kernel class, kernels, idle cause), under `Follows the
+   configuration change` when the configuration changed: a GEMM that got slower on other
+   hardware is the hardware's doing, a 15× rise in device copies is the code's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -24,23 +29,91 @@ def short(name: str | None, width: int = NAME_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def verdict(head: Any, *, scope: str, notes: list[str], **parts: pl.DataFrame) -> str:
-    """The paragraph; `head` is the `Headline`, `parts` the diff's frames."""
-    first = _headline_sentence(head, scope)
+def verdict(head: Any, *, scope: str, notes: list[str], similar: Any = None, changes: Sequence[Any] = (),
+            **parts: pl.DataFrame) -> str:
+    """The paragraph: `verdict_parts` joined."""
+    return " ".join(verdict_parts(head, scope=scope, notes=notes, similar=similar, changes=changes, **parts))
+
+
+def verdict_parts(head: Any, *, scope: str, notes: list[str], similar: Any = None, changes: Sequence[Any] = (),
+                  **parts: pl.DataFrame) -> list[str]:
+    """The sentences; `head` is the `Headline`, `parts` the diff's frames, `similar` the
+    `Similarity`, `changes` the configuration changes (`caveats`)."""
+    out = []
+    if similar is not None and not similar.comparable:
+        out.append(f"Not comparable: {similar.reason}.")
+    out.append(_headline_sentence(head, scope) + ".")
+    if changes:
+        out.append("Configuration changed: " + "; ".join(c.text for c in changes) + ".")
     per = "per step" if scope == "steps" else "over the span"
-    causes = [c for c in (_attention(parts["attention"]), _classes(parts["kernel_classes"], per),
-                          *_kernels(parts["kernels"], per), _idle(parts["summary"], per),
-                          _findings(parts["findings"])) if c]
-    if not causes:
-        text = first + "."
-    elif head.significant and head.delta_ns:
-        text = f"{first}: {'; '.join(causes)}."
-    elif head.significant is None or min(head.n_before, head.n_after) < 2:
-        # one sample on a side: no change can be told from the noise, the headline's either
-        text = f"{first}. Largest changes: {'; '.join(causes)}."
-    else:
-        text = f"{first}. Changes beyond the noise: {'; '.join(causes)}."
-    return " ".join([text, *notes[:1]])
+    code = [c for c in (_copies(parts["copies"], per), _op_calls(parts["ops"], per), _findings(parts["findings"]))
+            if c]
+    kernel = [c for c in (_attention(parts["attention"]), _classes(parts["kernel_classes"], per),
+                          *_kernels(parts["kernels"], per)[:2], _idle(parts["summary"], per)) if c]
+    drift = host_drift(parts["ops"]) if parts["kernels"].is_empty() else None
+    if drift:
+        out.append(drift)
+    if code:
+        out.append("Looks like code: " + "; ".join(code) + ".")
+    if kernel:
+        lead = "Follows the configuration change" if changes else "Kernel-level changes"
+        out.append(f"{lead}: " + "; ".join(kernel[:3]) + ".")
+    out += [n for n in notes if not n.startswith(("Different hardware", "Different job sizes"))][:1]
+    return out
+
+
+DRIFT_RATIO = 2.0  # unchanged ops whose CPU time moved this many times point at capture noise
+
+
+def host_drift(ops: pl.DataFrame) -> str | None:
+    """Control-op drift on the host: ops called as often on both sides (same calls per step)
+    whose CPU time per step still moved `DRIFT_RATIO` times or more, time-weighted over them.
+    Same code, different speed: the capture (CPU frequency, contention, profiler overhead)
+    moved, and any speed-up of the headline is suspect."""
+    same = ops.filter((pl.col("calls_before") == pl.col("calls_after")) & (pl.col("calls_before") > 0)
+                      & (pl.col("cpu_ns_before") > 0) & (pl.col("cpu_ns_after") > 0))
+    if same.is_empty():
+        return None
+    ratio = float(same["cpu_ns_after"].sum() / same["cpu_ns_before"].sum())
+    if 1 / DRIFT_RATIO < ratio < DRIFT_RATIO:
+        return None
+    top = same.sort("cpu_ns_before", descending=True).row(0, named=True)
+    word = "slower" if ratio > 1 else "faster"
+    times = ratio if ratio > 1 else 1 / ratio
+    return (f"Capture noise likely: ops called as often on both sides ran {times:.1f}× {word} "
+            f"(e.g. {short(top['name'], 40)}, {fmt.count(float(top['calls_before']))} calls per step both sides), "
+            "so the host-side change is not all the code's.")
+
+
+def _copies(copies: pl.DataFrame, per: str) -> str | None:
+    """The copy kind whose count per step moved most (2× or more), or its time beyond the noise."""
+    if copies.is_empty():
+        return None
+    c = copies.with_columns(_r=(pl.max_horizontal("count_before", "count_after") + 1)
+                            / (pl.min_horizontal("count_before", "count_after") + 1))
+    c = c.filter((pl.col("_r") >= 2) & (pl.col("count_before") != pl.col("count_after")))
+    if c.is_empty():
+        return None
+    r = c.sort("_r", descending=True).row(0, named=True)
+    b, a = float(r["count_before"]), float(r["count_after"])
+    times = f" ({a / b:.0f}×)" if b and a > b else ""
+    return f"{short(r['activity'], 40)} copies {per} {fmt.count(b)} → {fmt.count(a)}{times}"
+
+
+def _op_calls(ops: pl.DataFrame, per: str) -> str | None:
+    """The op whose call count changed with the largest time change (new ops included)."""
+    if ops.is_empty():
+        return None
+    moved = ops.filter(pl.col("calls_before") != pl.col("calls_after"))
+    if moved.is_empty():
+        return None
+    r = moved.sort(pl.col("change_ns").abs(), descending=True).row(0, named=True)
+    b, a = float(r["calls_before"]), float(r["calls_after"])
+    if not b:
+        return f"new op {short(r['name'], 50)} ({fmt.counted(round(a), 'call')} {per})"
+    if not a:
+        return f"op {short(r['name'], 50)} is gone ({fmt.count(b)} calls {per} before)"
+    return f"{short(r['name'], 50)} calls {per} {fmt.count(b)} → {fmt.count(a)}"
 
 
 def _headline_sentence(h: Any, scope: str) -> str:
