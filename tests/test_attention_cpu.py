@@ -113,3 +113,37 @@ def test_spread_over_repeats_and_the_noise_note(tmp_path: Path) -> None:
     assert abs(rows[1]["speedup"] - 20 / 9) < 1e-9
     assert rows[1]["notes"][0] == "within noise: spread ×3.00 ≥ the ×2.22 difference"
     assert comp.table_rows()[0][6] == "10 ms–30 ms (3)"
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "traces" / "cpu" / "attention-variants"
+
+
+def test_shipped_cpu_attention_variants_table() -> None:
+    """The shipped example's table: backends, calls, repeats and the timed scope (not timings)."""
+    import gzip
+    import json
+
+    from click.testing import CliRunner
+
+    from tracekit.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["attention", "--json", "--no-cache", str(EXAMPLES / "index.json")])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert (out["basis"], out["scope"], out["baseline"]) == ("cpu", "core", "eager")
+    got = [(r["variant"], r["backend"], r["calls"], r["repeats"], r["kernels_median"]) for r in out["rows"]]
+    assert got == [
+        ("eager", "eager", 3, 3, None),
+        ("eager-inplace", "eager", 3, 3, None),
+        ("sdpa-math", "sdpa_math", 3, 3, None),
+        ("sdpa-flash", "sdpa_cpu_flash", 3, 3, None),
+        ("sdpa-efficient", None, 0, 0, None),
+        ("sdpa-cudnn", None, 0, 0, None),
+    ]
+    for row in out["rows"][:4]:
+        path = EXAMPLES / row["variant"]
+        path = path.with_name(path.name + ".json.gz")
+        assert path.stat().st_size < 300_000
+        with gzip.open(path, "rt") as fh:
+            meta = json.load(fh)["tracekit_capture"]
+        assert meta["host"]["threads"] == 1 and meta["repeats"] == 3
