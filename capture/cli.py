@@ -81,7 +81,8 @@ def _preset_help() -> str:
     "--dtype",
     type=click.Choice(list(DTYPES)),
     default=None,
-    help="Model/tensor dtype. [default: bf16 on cuda, fp32 on cpu]",
+    help="Model/tensor dtype. [default: bf16 on a GPU that has it (compute capability 8.0+), else fp16; "
+    "fp32 on cpu]",
 )
 @click.option(
     "--device",
@@ -122,6 +123,21 @@ def _preset_help() -> str:
     help="Unprofiled warm-up runs before the profiler's own warm-up step and the profiled step. [default: 1]",
 )
 @click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Profiled repeats of the workload per trace (one profiler step each), so the spread of "
+    "timings can be reported.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pin torch's CPU threads (torch.set_num_threads); CPU timings are only comparable with "
+    "threads pinned. [default: torch's own]",
+)
+@click.option(
     "-o",
     "--out",
     type=click.Path(dir_okay=False),
@@ -160,7 +176,8 @@ def _preset_help() -> str:
     "--seq",
     type=click.IntRange(min=1),
     default=None,
-    help="attention-variants: sequence length. [default: 4096 on GPU, 256 on CPU]",
+    help="attention-variants: sequence length. [default: 4096 on GPU (batch, then seq, shrunk to fit "
+    "half the free GPU memory), 256 on CPU]",
 )
 @click.option(
     "--head-dim",
@@ -210,9 +227,9 @@ def _run_model(options: dict[str, Any]) -> None:
     from capture.workload import capture_model, run_sweep
 
     if options["out_dir"]:
-        run_sweep(settings, options["out_dir"], variants, report=click.echo)
+        run_sweep(settings, options["out_dir"], variants, report=click.echo, progress=_progress)
     else:
-        capture_model(settings, options["out"] or DEFAULT_OUT, report=click.echo)
+        capture_model(settings, options["out"] or DEFAULT_OUT, report=click.echo, progress=_progress)
 
 
 def _run_scenario(options: dict[str, Any]) -> None:
@@ -235,8 +252,11 @@ def _run_scenario(options: dict[str, Any]) -> None:
         seq=options["seq"],
         head_dim=options["head_dim"],
         seed=options["seed"],
+        repeats=options["repeats"],
+        threads=options["threads"],
         profiler_options=_profiler_options(options),
         report=click.echo,
+        progress=_progress,
     )
     click.echo(f"wrote {options['out_dir']}/index.json")
 
@@ -248,8 +268,15 @@ def _settings(options: dict[str, Any]) -> CaptureSettings:
         dtype=options["dtype"],
         device=options["device"],
         seed=options["seed"],
+        repeats=options["repeats"],
+        threads=options["threads"],
         **_profiler_options(options),
     )
+
+
+def _progress(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only what was written."""
+    click.echo(line, err=True)
 
 
 def _profiler_options(options: dict[str, Any]) -> dict[str, bool]:

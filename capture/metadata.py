@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from capture.runtime import gpu_info, versions
+from capture.runtime import gpu_info, host_info, versions
 
 METADATA_KEY = "tracekit_capture"
 SCHEMA_VERSION = 1
@@ -31,7 +31,8 @@ CONFIG_KEYS = (
 
 
 def base_metadata(kind: str, device: torch.device | None) -> dict[str, Any]:
-    """Fields every capture carries: schema, kind, versions, GPU, command line, time."""
+    """Fields every capture carries: schema, kind, versions, GPU, host (threads, CPU count,
+    load average), command line, time."""
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "tracekit capture",
@@ -39,6 +40,7 @@ def base_metadata(kind: str, device: torch.device | None) -> dict[str, Any]:
         "device": device.type if device is not None else None,
         "versions": versions(),
         "gpu": gpu_info(device),
+        "host": host_info(),
         "command": command_line(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

@@ -13,7 +13,7 @@ from torch.profiler import ProfilerActivity
 
 from capture.annotate import ANNOTATION_NAMES, annotate
 from capture.metadata import METADATA_KEY, attn_implementation, base_metadata, describe_model
-from capture.runtime import dtype_name, synchronize
+from capture.runtime import cuda_sync_config, dtype_name, synchronize
 from capture.tracefile import check_trace_path, write_trace
 
 
@@ -29,11 +29,17 @@ def make_profiler(
     """A `torch.profiler.profile` over the CPU (and CUDA on a GPU run) carrying `metadata`.
 
     `metadata` is preset, so Kineto writes it as the top-level `tracekit_capture` key of the
-    exported trace. `options` (schedule, on_trace_ready) go to the profiler unchanged.
+    exported trace. `options` (schedule, on_trace_ready) go to the profiler unchanged. On a GPU
+    the CUDA synchronisation events are recorded where torch can, so waits are not inferred.
     """
     activities = [ProfilerActivity.CPU]
+    sync_events = False
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
+        config = cuda_sync_config() if "experimental_config" not in options else None
+        if config is not None:
+            options["experimental_config"] = config
+            sync_events = True
     profiler = torch.profiler.profile(
         activities=activities,
         record_shapes=record_shapes,
@@ -48,6 +54,7 @@ def make_profiler(
         "with_stack": with_stack,
         "with_modules": with_modules,
         "profile_memory": profile_memory,
+        "cuda_sync_events": sync_events,
         **metadata.get("profiler", {}),
     }
     profiler.preset_metadata_json(METADATA_KEY, json.dumps(metadata, default=str))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from capture.errors import CaptureError
 from capture.presets import DEFAULT_PRESET
 
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flex_attention")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DEVICES = ("auto", "cuda", "cpu")
 MODES = ("generate", "forward")
@@ -29,6 +29,8 @@ class CaptureSettings:
     new_tokens: int = 16
     seed: int = 0
     warmup: int = 1
+    repeats: int = 3
+    threads: int | None = None
     record_shapes: bool = True
     with_stack: bool = False
     with_modules: bool = False
@@ -40,9 +42,11 @@ class CaptureSettings:
         check_choice("mode", self.mode, MODES)
         if self.dtype is not None:
             check_choice("dtype", self.dtype, tuple(DTYPES))
-        for name in ("batch", "prompt_len", "new_tokens"):
+        for name in ("batch", "prompt_len", "new_tokens", "repeats"):
             if getattr(self, name) < 1:
                 raise CaptureError(f"{name.replace('_', '-')} must be at least 1")
+        if self.threads is not None and self.threads < 1:
+            raise CaptureError("threads must be at least 1")
         if self.warmup < 0:
             raise CaptureError("warmup must be 0 or more")
 

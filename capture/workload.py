@@ -1,4 +1,4 @@
-"""Model captures: warm-up, then one profiled `generate` (or forward), written as a trace.
+"""Model captures: warm-up, then `repeats` profiled `generate` calls (or forwards), written as a trace.
 
 `capture_model` makes one trace; `run_sweep` makes one per attention implementation plus
 an `index.json` listing them.
@@ -18,7 +18,14 @@ from capture.annotate import ANNOTATION_NAMES, annotate
 from capture.metadata import attn_implementation, base_metadata
 from capture.models import load_model, model_summary
 from capture.presets import model_source
-from capture.runtime import check_attn_available, dtype_name, resolve_device, resolve_dtype, synchronize
+from capture.runtime import (
+    check_attn_available,
+    dtype_name,
+    resolve_device,
+    resolve_dtype,
+    set_threads,
+    synchronize,
+)
 from capture.session import make_profiler
 from capture.settings import CaptureSettings
 from capture.tracefile import check_trace_path, write_json, write_trace
@@ -27,11 +34,17 @@ INDEX_NAME = "index.json"
 Report = Callable[[str], None]
 
 
-def capture_model(settings: CaptureSettings, out: str | Path, report: Report | None = None) -> dict[str, Any]:
-    """Capture one trace of `settings` into `out`; returns its index entry (path as given)."""
+def capture_model(
+    settings: CaptureSettings, out: str | Path, report: Report | None = None, progress: Report | None = None
+) -> dict[str, Any]:
+    """Capture one trace of `settings` into `out`; returns its index entry (path as given).
+
+    `progress` gets one line per warm-up and profiled step (the CLI prints them on stderr).
+    """
     out = check_trace_path(out)
     device = resolve_device(settings.device)
-    metadata = _profile_model(settings, device, out)
+    set_threads(settings.threads)
+    metadata = _profile_model(settings, device, out, progress or (lambda _line: None))
     _free_memory(device)
     entry = _index_entry(settings, metadata, str(out))
     if report:
@@ -41,12 +54,12 @@ def capture_model(settings: CaptureSettings, out: str | Path, report: Report | N
     return entry
 
 
-def _profile_model(settings: CaptureSettings, device: torch.device, out: Path) -> dict[str, Any]:
-    """Load the model, run warm-up and the profiled step, write the trace; return its metadata."""
+def _profile_model(settings: CaptureSettings, device: torch.device, out: Path, progress: Report) -> dict[str, Any]:
+    """Load the model, run warm-up and the profiled steps, write the trace; return its metadata."""
     dtype = resolve_dtype(settings.dtype, device)
     model = load_model(settings.model, settings.attn, dtype, device, settings.seed)
     metadata = _metadata(settings, model, device, dtype)
-    schedule = {"wait": settings.warmup, "warmup": 1, "active": 1}
+    schedule = {"wait": settings.warmup, "warmup": 1, "active": settings.repeats}
     metadata["profiler"] = {"schedule": schedule}
     run_once = _workload(model, settings, device)
     with annotate(model):
@@ -60,7 +73,8 @@ def _profile_model(settings: CaptureSettings, device: torch.device, out: Path) -
             schedule=torch.profiler.schedule(**schedule, repeat=1),
         )
         with profiler:
-            for _ in range(sum(schedule.values())):
+            for step in range(sum(schedule.values())):
+                progress(_step_line(settings.attn, step, schedule))
                 run_once()
                 synchronize(device)
                 profiler.step()
@@ -68,8 +82,23 @@ def _profile_model(settings: CaptureSettings, device: torch.device, out: Path) -
     return metadata
 
 
+def _step_line(variant: str, step: int, schedule: dict[str, int]) -> str:
+    """`sdpa: warm-up 1/2` or `sdpa: repeat 2/3`; the first compiled flex call says it compiles."""
+    unprofiled = schedule["wait"] + schedule["warmup"]
+    if step < unprofiled:
+        line = f"{variant}: warm-up {step + 1}/{unprofiled}"
+        if step == 0 and variant == "flex_attention":
+            line += " (torch.compile of flex_attention: minutes on a CPU)"
+        return line
+    return f"{variant}: repeat {step - unprofiled + 1}/{schedule['active']}"
+
+
 def run_sweep(
-    settings: CaptureSettings, out_dir: str | Path, variants: list[str], report: Report | None = None
+    settings: CaptureSettings,
+    out_dir: str | Path,
+    variants: list[str],
+    report: Report | None = None,
+    progress: Report | None = None,
 ) -> list[dict[str, Any]]:
     """One trace per attention implementation in `variants`, plus `index.json`, in `out_dir`.
 
@@ -86,7 +115,7 @@ def run_sweep(
     entries: list[dict[str, Any]] = []
     for variant in variants:
         name = f"{_file_stem(settings.model)}-{variant}.json.gz"
-        entry = capture_model(settings.with_attn(variant), out_dir / name, report)
+        entry = capture_model(settings.with_attn(variant), out_dir / name, report, progress)
         entries.append({**entry, "path": name})
         write_json(out_dir / INDEX_NAME, entries)
     if report:
@@ -159,6 +188,7 @@ def _metadata(
         },
         "seed": settings.seed,
         "warmup": settings.warmup,
+        "repeats": settings.repeats,
         "annotations": ANNOTATION_NAMES,
     }
 

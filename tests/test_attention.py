@@ -901,6 +901,8 @@ def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
             "3",
             "--warmup",
             "0",
+            "--repeats",
+            "1",
         ],
     )
     assert out.exit_code == 0, out.output

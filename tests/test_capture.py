@@ -24,7 +24,7 @@ from capture import CaptureError, available
 from capture.cli import capture_command
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["--prompt-len", "16", "--new-tokens", "4", "--warmup", "0"]
+SMALL = ["--prompt-len", "16", "--new-tokens", "4", "--warmup", "0", "--repeats", "1"]
 TINY_LAYERS = 2
 MODEL_KEYS = {
     "schema_version",
@@ -43,6 +43,8 @@ MODEL_KEYS = {
     "shapes",
     "seed",
     "warmup",
+    "repeats",
+    "host",
     "annotations",
     "profiler",
 }
@@ -325,3 +327,21 @@ def test_capture_never_imports_tracekit() -> None:
 def test_cli_module_imports_without_torch() -> None:
     code = "import sys, capture, capture.cli; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_scenario_pins_threads_repeats_and_reports_progress(tmp_path: Path) -> None:
+    shape = ["--batch", "1", "--heads", "2", "--seq", "16", "--head-dim", "8"]
+    result = invoke(
+        ["--scenario", "attention-variants", "--out-dir", str(tmp_path), "--device", "cpu",
+         "--variants", "sdpa-math", "--threads", "1", "--repeats", "2", *shape]
+    )
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.stderr.splitlines() if line.startswith("sdpa-math:")]
+    assert progress[-2:] == ["sdpa-math: repeat 1/2", "sdpa-math: repeat 2/2"]
+    assert "repeat" not in result.stdout
+    trace = load_trace(tmp_path / "sdpa-math.json.gz")
+    meta = trace["tracekit_capture"]
+    assert meta["host"]["threads"] == 1 and meta["repeats"] == 2
+    assert meta["host"]["cpu_count"] >= 1 and len(meta["host"]["loadavg"]) == 3
+    assert meta["profiler"]["schedule"]["active"] == 2
+    assert [e["name"] for e in annotations(trace)].count("attn_fwd") == 2

@@ -159,8 +159,9 @@ def analyze_attention(
     in_scope_ops = ac.scope_ops(ops, scoped)
     events = ac.with_stages(ac.gpu_events(links, ops, scoped), in_scope_ops)
     has_gpu = trace.gpu_work.height > 0
-    table = _finish(scoped, events, in_scope_ops, ops, placed_in, has_gpu=has_gpu)
     requested = capture_request(trace)
+    table = _finish(scoped, events, in_scope_ops, ops, placed_in, has_gpu=has_gpu)
+    table = _declared_flex(table, requested).join(_steps(placed_in, scoped), on="call_id", how="left")
     attention_kernels = _attention_kernels(trace)
     orphans = attention_kernels.join(events.select("eid"), on="eid", how="anti")
     return AttentionResult(
@@ -183,6 +184,33 @@ def analyze_attention(
         requested=requested,
         warnings=tuple(backend_warnings(requested, table) + _leak_warnings(events, ops, scoped)),
     )
+
+
+def _declared_flex(table: pl.DataFrame, requested: dict[str, Any]) -> pl.DataFrame:
+    """Calls whose only core is a compiled region are flex when the capture declared
+    flex_attention (on CPU flex runs as a compiled region with no flex-named op)."""
+    if requested.get("requested") != "flex_attention" or table.is_empty():
+        return table
+    hit = (pl.col("core_kind") == "compiled") & (pl.col("backend") == "unknown")
+    return table.with_columns(
+        backend=pl.when(hit).then(pl.lit("flex")).otherwise("backend"),
+        backend_source=pl.when(hit).then(pl.lit("compiled region + metadata")).otherwise("backend_source"),
+    )
+
+
+def _steps(trace: Trace, scoped: pl.DataFrame) -> pl.DataFrame:
+    """Per call: `step`, the N of the `ProfilerStep#N` range holding it (null outside one)."""
+    rows = trace.ops.filter(
+        (pl.col("cat") == "user_annotation") & pl.col("name").str.contains(r"^ProfilerStep#\d+$")
+    )
+    spans = rows.select(
+        pl.col("name").str.extract(r"(\d+)$").cast(I64).alias("step"), "pid", "tid", "ts_ns", "end_ns"
+    )
+    schema = {"call_id": I64, "step": I64}
+    if spans.is_empty() or scoped.is_empty():
+        return pl.DataFrame(schema=schema)
+    placed = assign(scoped.select("call_id", "pid", "tid", "ts_ns", "end_ns"), spans, key="step")
+    return placed.select("call_id", "step").cast(schema)
 
 
 def _leak_warnings(events: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> list[str]:
@@ -303,11 +331,17 @@ def backend_warnings(requested: dict[str, Any], calls: pl.DataFrame) -> list[str
     expected = requested.get("expected_backends")
     seen = sorted(set(calls["backend"].to_list()) - {"unknown"}) if calls.height else []
     unexpected = [b for b in seen if expected and b not in expected]
+    what = f"sdpa_kernel({requested['sdpa_backend']})" if requested.get("sdpa_backend") else repr(asked)
     if unexpected:
-        what = f"sdpa_kernel({requested['sdpa_backend']})" if requested.get("sdpa_backend") else repr(asked)
         out.append(
             f"asked for {what}; the trace shows {', '.join(unexpected)} "
             f"(expected {', '.join(expected or [])})"
+        )
+    unknown = int((calls["backend"] == "unknown").sum()) if calls.height else 0
+    if expected and unknown:
+        out.append(
+            f"asked for {what}; {unknown} of {calls.height} calls show no recognisable backend "
+            f"(expected {', '.join(expected)}): their times are of the whole call, not of attention"
         )
     return out
 

@@ -7,7 +7,15 @@ first variant and short notes ("FP32 sgemm", "hidden memcpy", "mask rebuilt per 
 "CPU time above GPU time", ...).
 
 Speed-up = first variant's median time / this variant's median time, on GPU time when
-every variant has GPU work, else on CPU time (`basis` says which).
+every variant has GPU work, else on CPU time (`basis` says which). Like is compared with
+like (`scope`): the attention core's time (SDPA/flex/library op, eager chain, compiled
+region) when every call of every variant has a core, else the whole call's (range or
+module) for every variant.
+
+Spread: per repeat (the calls of one `ProfilerStep#N`; each call where there are no steps)
+the median time per call, then min / median / max over repeats. Where the larger spread
+(max / min) of the row and the baseline is at least the speed-up (or its inverse), the row
+says the difference is within the noise.
 """
 
 from __future__ import annotations
@@ -31,11 +39,18 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "kernels_median": F64,
     "gpu_ns_median": F64,
     "cpu_ns_median": F64,
+    "repeats": I64,
+    "time_min_ns": F64,
+    "time_max_ns": F64,
+    "spread": F64,
     "speedup": F64,
     "notes": pl.List(STR),
     "path": STR,
 }
-HEADERS = ("variant", "backend", "calls", "kernels/fwd", "GPU/fwd", "CPU/fwd", "speed-up", "notes")
+HEADERS = (
+    "variant", "backend", "calls", "kernels/fwd", "GPU/fwd", "CPU/fwd", "min–max (n)", "speed-up", "notes"
+)
+SCOPES = {"core": "the attention core", "call": "the whole call (range or module)"}
 
 
 @dataclass(frozen=True)
@@ -45,9 +60,15 @@ class AttentionComparison:
     rows: pl.DataFrame
     basis: str  # "gpu" or "cpu": the time the speed-up is computed on
     baseline: str | None  # the first variant
+    scope: str = "core"  # "core" or "call": the part of each call that is timed (SCOPES)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"basis": self.basis, "baseline": self.baseline, "rows": self.rows.to_dicts()}
+        return {
+            "basis": self.basis,
+            "baseline": self.baseline,
+            "scope": self.scope,
+            "rows": self.rows.to_dicts(),
+        }
 
     def table_rows(self) -> list[list[str]]:
         """Rows of strings under `HEADERS`."""
@@ -70,11 +91,18 @@ class AttentionComparison:
                     "–" if r["kernels_median"] is None else f"{r['kernels_median']:g}",
                     fmt.ns(r["gpu_ns_median"]),
                     fmt.ns(r["cpu_ns_median"]),
+                    _spread_text(r),
                     speed,
                     "; ".join(_clip(n) for n in r["notes"]),
                 ]
             )
         return out
+
+
+def _spread_text(row: Mapping[str, Any]) -> str:
+    if row["time_min_ns"] is None:
+        return "–"
+    return f"{fmt.ns(row['time_min_ns'])}–{fmt.ns(row['time_max_ns'])} ({row['repeats']})"
 
 
 def _clip(note: str, width: int = 72) -> str:
@@ -128,29 +156,76 @@ def notes(result: AttentionResult) -> list[str]:
 def compare_attention(
     items: Sequence[tuple[str, AttentionResult]], *, paths: Sequence[str | None] | None = None
 ) -> AttentionComparison:
-    """One row per (label, result), in order; speed-up against the first."""
+    """One row per (label, result), in order; speed-up against the first (see the module doc)."""
     if not items:
         return AttentionComparison(pl.DataFrame(schema=ROW_SCHEMA), "gpu", None)
     basis = "gpu" if all(r.has_gpu for _, r in items) else "cpu"
+    scope = "core" if all(_all_cored(r) for _, r in items) else "call"
+    prefix = "" if scope == "core" else "range_"
     paths = list(paths) if paths is not None else [None] * len(items)
-    rows = [
-        {
-            "variant": label,
-            "backend": r.backend,
-            "calls": r.call_count,
-            "kernels_median": r.median("gpu_events") if r.has_gpu else None,
-            "gpu_ns_median": r.median("gpu_ns"),
-            "cpu_ns_median": r.median("cpu_ns"),
-            "notes": notes(r),
-            "path": path,
-        }
-        for (label, r), path in zip(items, paths, strict=True)
-    ]
-    base = rows[0][f"{basis}_ns_median"]
+    rows = []
+    for (label, r), path in zip(items, paths, strict=True):
+        low, high, repeats = spread(r.calls, f"{prefix}{basis}_ns")
+        rows.append(
+            {
+                "variant": label,
+                "backend": r.backend,
+                "calls": r.call_count,
+                "kernels_median": r.median("gpu_events") if r.has_gpu else None,
+                "gpu_ns_median": _median(r.calls, f"{prefix}gpu_ns"),
+                "cpu_ns_median": _median(r.calls, f"{prefix}cpu_ns"),
+                "repeats": repeats,
+                "time_min_ns": low,
+                "time_max_ns": high,
+                "spread": high / low if low and high else None,
+                "notes": notes(r),
+                "path": path,
+            }
+        )
+    base = rows[0]
     for row in rows:
-        mine = row[f"{basis}_ns_median"]
-        row["speedup"] = base / mine if base and mine else None
-    return AttentionComparison(pl.DataFrame(rows, schema=ROW_SCHEMA), basis, items[0][0])
+        mine, theirs = row[f"{basis}_ns_median"], base[f"{basis}_ns_median"]
+        row["speedup"] = theirs / mine if theirs and mine else None
+        if row is not base and row["speedup"]:
+            row["notes"] = _noise_note(row, base) + row["notes"]
+    return AttentionComparison(pl.DataFrame(rows, schema=ROW_SCHEMA), basis, items[0][0], scope)
+
+
+def _all_cored(result: AttentionResult) -> bool:
+    calls = result.calls
+    return calls.height > 0 and bool((calls["core_kind"] != "none").all())
+
+
+def _median(calls: pl.DataFrame, column: str) -> float | None:
+    if calls.is_empty() or column not in calls.columns:
+        return None
+    value = calls[column].drop_nulls().cast(F64).median()
+    return float(value) if value is not None else None  # type: ignore[arg-type]
+
+
+def spread(calls: pl.DataFrame, column: str) -> tuple[float | None, float | None, int]:
+    """(min, max, repeats) of the per-repeat median of `column` (a repeat: one profiler step's
+    calls; each call is its own repeat where the trace has no steps)."""
+    if calls.is_empty() or column not in calls.columns:
+        return None, None, 0
+    rows = calls.select(
+        pl.coalesce(pl.col("step").cast(I64), -1 - pl.col("call_id")).alias("_rep") if "step" in calls.columns
+        else (-1 - pl.col("call_id")).alias("_rep"),
+        pl.col(column).cast(F64).alias("_t"),
+    ).drop_nulls("_t")
+    per = rows.group_by("_rep").agg(pl.col("_t").median())
+    if per.is_empty():
+        return None, None, 0
+    return float(per["_t"].min()), float(per["_t"].max()), per.height  # type: ignore[arg-type]
+
+
+def _noise_note(row: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    """A note where the spread of the row or of the baseline is as large as the speed-up."""
+    worst = max(row["spread"] or 1.0, base["spread"] or 1.0)
+    gap = max(row["speedup"], 1 / row["speedup"])
+    if worst < gap:
+        return []
+    return [f"within noise: spread ×{worst:.2f} ≥ the ×{gap:.2f} difference"]
 
 
 def skipped_row(label: str, note: str | None, path: str | None = None) -> dict[str, Any]:
@@ -162,6 +237,10 @@ def skipped_row(label: str, note: str | None, path: str | None = None) -> dict[s
         "kernels_median": None,
         "gpu_ns_median": None,
         "cpu_ns_median": None,
+        "repeats": 0,
+        "time_min_ns": None,
+        "time_max_ns": None,
+        "spread": None,
         "speedup": None,
         "notes": [f"skipped: {note}" if note else "skipped"],
         "path": path,
@@ -173,4 +252,6 @@ def with_skipped(comparison: AttentionComparison, skipped: Sequence[dict[str, An
     if not skipped:
         return comparison
     extra = pl.DataFrame(list(skipped), schema=ROW_SCHEMA)
-    return AttentionComparison(pl.concat([comparison.rows, extra]), comparison.basis, comparison.baseline)
+    return AttentionComparison(
+        pl.concat([comparison.rows, extra]), comparison.basis, comparison.baseline, comparison.scope
+    )

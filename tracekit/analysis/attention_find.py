@@ -12,6 +12,8 @@ Evidence, strongest first (a weaker region is dropped where it overlaps a strong
 |                 | serving engines' `vllm::unified_attention*`, `sglang::unified_attention*`;   |
 |                 | autograd functions `*FlashAttn*Func` (`FlashAttnFunc`, `FlashAttnVarlenFunc`) |
 | `eager_pattern` | matmul/bmm -> [mul/div] -> [masked_fill/add/where] -> softmax -> matmul/bmm  |
+| (`compiled`)    | a `Torch-Compiled Region` op inside a range or module call (flex_attention   |
+|                 | on CPU runs as one, with no flex-named op): a core, never a call of its own  |
 
 The last four are also the *core* of a call: the part that computes attention itself
 (a call found from a range or a module also holds projections, rotary embeddings, ...).
@@ -22,7 +24,8 @@ ops (SDPA -> its backend op) make one core, the outermost of them.
 The eager pattern is matched on the sequence of *token* ops of each thread (outermost
 matmul/bmm/einsum = G, mul/div = S, masked_fill/add/where = M, softmax = X; `linear`,
 `addmm` and the core ops above break a chain): an X whose last non-S/M token before it is a
-G and whose next token is a G, the whole chain within `max_window_ns`.
+G and whose next token is a G, the whole chain within `max_window_ns`, or, however long it
+takes (a slow CPU), within one range or module call, which bounds it instead.
 
 Regions on one thread are made disjoint by keeping the outermost: a region that starts
 before an earlier region has ended is dropped. Calls on a thread are therefore disjoint,
@@ -58,6 +61,7 @@ SERVING_RE = r"^(?:vllm|sglang)::unified_(?:mla_)?attention(?:_with_output)?$"
 # and models that wrap their own kernels): FlashAttnFunc, FlashAttnVarlenFunc, ...
 AUTOGRAD_RE = r"^_?\w*FlashAttn\w*Func$"
 BACKWARD_RE = r"(?i)backward"
+COMPILED_RE = r"^Torch-Compiled Region: \d+/\d+$"
 DEFAULT_MAX_WINDOW_NS = 100_000_000
 
 TOKENS: dict[str, str] = {
@@ -246,8 +250,22 @@ def _token_sequence(ops: pl.DataFrame, cores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def eager_regions(ops: pl.DataFrame, cores: pl.DataFrame, *, max_window_ns: int) -> pl.DataFrame:
-    """Eager attention chains G [S|M]* X G on each thread, as regions of kind 'eager'."""
+def compiled_regions(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """`Torch-Compiled Region` ops lying inside a call of `calls`, as regions of kind 'compiled'."""
+    rows = ops.filter(pl.col("name").str.contains(COMPILED_RE))
+    if rows.is_empty() or calls.is_empty():
+        return pl.DataFrame(schema=REGION_SCHEMA)
+    regions = outermost(_regions(rows, "compiled"))
+    spans = calls.with_columns(call_id=pl.col("region_eid"))
+    placed = assign(regions, spans, end="end_ns")
+    return placed.filter(pl.col("call_id").is_not_null()).select(list(REGION_SCHEMA)).cast(REGION_SCHEMA)
+
+
+def eager_regions(
+    ops: pl.DataFrame, cores: pl.DataFrame, *, max_window_ns: int, enclosing: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Eager attention chains G [S|M]* X G on each thread, as regions of kind 'eager': within
+    `max_window_ns`, or inside one region of `enclosing` (range and module calls)."""
     if not ops["name"].is_in(list(TOKENS)).any():
         return pl.DataFrame(schema=REGION_SCHEMA)
     seq = _token_sequence(ops, cores)
@@ -266,9 +284,14 @@ def eager_regions(ops: pl.DataFrame, cores: pl.DataFrame, *, max_window_ns: int)
         pl.col("ts_ns").alias("_g_ts"),
         pl.col("region_eid").alias("_g_eid"),
     )
-    chains = found.join(starts, on=[*THREAD, "_prev_g"], how="inner").filter(
-        pl.col("_next_end") - pl.col("_g_ts") <= max_window_ns
-    )
+    chains = found.join(starts, on=[*THREAD, "_prev_g"], how="inner")
+    fits = pl.col("_next_end") - pl.col("_g_ts") <= max_window_ns
+    if enclosing is not None and not enclosing.is_empty():
+        spans = enclosing.select(*THREAD, "ts_ns", "end_ns", _enc=pl.col("region_eid"))
+        placed = assign(chains, spans, at="_g_ts", end="_next_end", key="_enc")
+        chains = placed.filter(fits | pl.col("_enc").is_not_null()).drop("_enc")
+    else:
+        chains = chains.filter(fits)
     return chains.select(
         pl.col("_g_eid").alias("region_eid"),
         pl.lit("eager").alias("kind"),
@@ -285,14 +308,15 @@ def find_calls(
     trace: Trace, ops: pl.DataFrame, *, max_window_ns: int = DEFAULT_MAX_WINDOW_NS
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(calls, cores): one row per attention call (CALL_SCHEMA) and its core (CORE_SCHEMA)."""
-    op_cores = op_regions(ops, trace)
-    cores = pl.concat([op_cores, eager_regions(ops, outermost(op_cores), max_window_ns=max_window_ns)])
-    cores = outermost(cores)
     taken = outermost(range_regions(trace)).with_columns(evidence=pl.lit("range"))
     modules = drop_overlapping(outermost(module_regions(trace)), taken).with_columns(
         evidence=pl.lit("module")
     )
     taken = pl.concat([taken, modules])
+    op_cores = op_regions(ops, trace)
+    eager = eager_regions(ops, outermost(op_cores), max_window_ns=max_window_ns, enclosing=taken)
+    cores = outermost(pl.concat([op_cores, eager]))
+    compiled = drop_overlapping(compiled_regions(ops, taken.select(list(REGION_SCHEMA))), cores)
     loose = drop_overlapping(cores, taken).with_columns(
         evidence=pl.col("kind").replace_strict(CORE_EVIDENCE, return_dtype=STR)
     )
@@ -303,7 +327,7 @@ def find_calls(
         .select(list(CALL_SCHEMA))
         .cast(CALL_SCHEMA)
     )
-    return calls, _cores(cores, calls)
+    return calls, _cores(pl.concat([cores, compiled]), calls)
 
 
 def _cores(cores: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:

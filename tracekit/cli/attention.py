@@ -33,6 +33,7 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
     from tracekit.analysis.attention import analyze_attention
     from tracekit.analysis.attention_compare import (
         HEADERS,
+        SCOPES,
         compare_attention,
         skipped_row,
         variant_label,
@@ -53,10 +54,11 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         emit_json({**comparison.to_dict(), "findings": {lbl: attention_findings(r) for lbl, r, _ in loaded}})
         return
-    click.echo(table(HEADERS, comparison.table_rows(), right=(2, 3, 4, 5, 6)))
+    click.echo(table(HEADERS, comparison.table_rows(), right=(2, 3, 4, 5, 6, 7)))
     click.echo(
-        f"\nmedians per attention call; speed-up on {comparison.basis.upper()} time against "
-        f"{comparison.baseline}; kernels count memcpys and memsets as the article does"
+        f"\nmedians per attention call, timed on {SCOPES[comparison.scope]} for every variant; "
+        f"min–max (n): per-repeat medians over n repeats; speed-up on {comparison.basis.upper()} time "
+        f"against {comparison.baseline}; kernels count memcpys and memsets as the article does"
     )
 
 
