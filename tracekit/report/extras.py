@@ -35,14 +35,6 @@ def evidence_text(e: Any) -> str:
     return str(e)
 
 
-def recoverable_ns(a: Analysis) -> int | None:
-    """The largest single what-if saving on the critical path (an upper bound for one change)."""
-    if a.timeline.devices.is_empty():
-        return None  # the what-ifs are about GPU waiting; without GPU work they say nothing
-    whatifs = _whatifs(a)
-    return max((w.saved_ns for w in whatifs), default=None) if whatifs else None
-
-
 def _whatifs(a: Analysis) -> list[Any]:
     return list(a.whatifs)
 
@@ -165,3 +157,4 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
     return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
                          "how far each op is from what the GPU can do.")
+
