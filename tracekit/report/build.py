@@ -123,6 +123,7 @@ def _sections(a: Analysis, opts: ReportOptions) -> list[Section | None]:
         sections.sync_section(a, top=opts.top),
         sections.occupancy_section(a, top=opts.top),
         extras.roofline_section(a, top=opts.top),
+        extras.compile_section(a),
         sections.memory_section(a, top=opts.top),
     ]
 

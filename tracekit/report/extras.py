@@ -158,3 +158,26 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
                          "how far each op is from what the GPU can do.")
 
+
+def compile_section(a: Analysis) -> Section | None:
+    """torch.compile in the trace (`analysis.compile`): regions, their host cost, Triton
+    kernels, recompiles; none without compile markers."""
+    c = a.compile
+    if c is None or c.regions.is_empty():
+        return None
+    paras = [
+        f"{fmt.counted(c.regions_outer, 'outermost compiled region')} ({fmt.ns(c.region_cpu_ns)} of CPU time, "
+        f"{fmt.ns(c.wrapper_ns)} of it not in launch calls: guards, wrapper Python, allocator calls).",
+        f"{fmt.counted(c.compiled_frames, 'compiled frame')}, {c.recompiled_frames} recompiled; "
+        f"{fmt.counted(c.compile_events, 'compilation step')} inside the trace ({fmt.ns(c.compile_ns)}).",
+        f"{fmt.counted(c.triton_events, 'Triton kernel')} ({fmt.ns(c.triton_ns)} of GPU time), "
+        f"{c.triton_in_regions} launched inside a compiled region; "
+        f"{fmt.counted(c.graph_launches, 'CUDA-graph replay')}.",
+    ]
+    table = frame_table("compile-kinds", "Compiled regions by kind", c.kinds, [
+        ("kind", "kind", "label"), ("regions", "instances", "count"), ("cpu_ns", "CPU time", "ns"),
+        ("wrapper_ns", "not launching", "ns"), ("gpu_events", "GPU events", "count"), ("gpu_ns", "GPU time", "ns"),
+        ("triton_events", "Triton kernels", "count"), ("triton_ns", "Triton time", "ns")])
+    return Section(id="torch-compile", title="torch.compile", paragraphs=paras, tables=[table],
+                   intro="Regions torch.compile marks in the trace (Torch-Compiled Region, CompiledFxGraph, "
+                         "CompiledFunction, cache lookups), what they cost the host and the kernels they launch.")
