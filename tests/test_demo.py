@@ -70,13 +70,14 @@ def test_summary_headline_of_the_demo_trace():
     assert head[2] == "GPU busy    45.6 ms of 49.7 ms (91.9 %)"
     assert head[3].startswith("verdict     GPU-bound: 83 % of the critical path is GPU work")
     assert head[4] == "attention   sdpa_flash, 24 calls, 2.72 ms of GPU time (6.0 %)"
-    assert head[5] == "findings    3"
-    assert head[6] == "  [medium]  2.77 ms  96 device copies are layout copies (under `aten::contiguous`), 2.77 ms of GPU time"
-    assert head[7] == "  [medium]  2.34 ms  101 device copies are dtype casts (under `aten::to`), 2.34 ms of GPU time"
+    assert head[5] == "findings    5 (the top 3 by time lost)"
+    assert head[6] == "  [high]    12.7 ms  72 chains of memory-bound ops could be fused: 12.7 ms, 27.9 % of GPU time"
+    assert head[7] == "  [medium]  2.77 ms  96 device copies are layout copies (under `aten::contiguous`), 2.77 ms of GPU time"
+    assert head[8] == "  [medium]  2.34 ms  101 device copies are dtype casts (under `aten::to`), 2.34 ms of GPU time"
     assert len(head) == 9
 
     data = json.loads(CliRunner().invoke(cli, ["summary", str(DEMO), "--no-cache", "--json"]).output)
     assert data["timeline"]["busy_ns"] == busy and data["timeline"]["span_ns"] == span
     assert data["attention"]["backend"] == "sdpa_flash" and data["attention"]["calls"] == 24
-    assert data["verdict"].startswith("GPU-bound") and data["findings_total"] == 3
-    assert data["findings"][0]["rule"] == "hidden_copy"
+    assert data["verdict"].startswith("GPU-bound") and data["findings_total"] == 5
+    assert data["findings"][0]["rule"] == "fusible_chains"

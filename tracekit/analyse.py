@@ -203,6 +203,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     scenarios = {w.scenario: w for w in whatifs}
     seed = {"nested": cpu_ops(trace), "launches": launch_ops(trace), "timeline": core["timeline"],
             "gaps": core["gaps"], "syncs": core["syncs"], "copies": core["copies"], "breakdown": core["breakdown"],
+            "compile": core["compile"],
             **extra, "no_launch_overhead": scenarios.get("no_launch_overhead"), "step_bounds": step_bounds,
             "step_timeline": step_timeline}
     if before_findings is not None:

@@ -36,11 +36,29 @@ def roofline_findings(
 ) -> list[dict]:
     """Findings data: GEMMs far below the tensor-core ceiling, memory-bound chains that could
     fuse, attention below what its backend reaches. `min_lost_share` is of `result.gpu_ns`."""
-    floor_ns = min_lost_share * result.gpu_ns
-    found = [_gemm_finding(result, gemm_min_efficiency, floor_ns, max_evidence),
-             _chain_finding(result, min_chain_ops, floor_ns, max_evidence),
-             _attention_finding(result, floor_ns, max_evidence)]
+    found = [gemm_finding(result, min_efficiency=gemm_min_efficiency, min_lost_share=min_lost_share,
+                          max_evidence=max_evidence),
+             chain_finding(result, min_ops=min_chain_ops, min_lost_share=min_lost_share, max_evidence=max_evidence),
+             attention_finding(result, min_lost_share=min_lost_share, max_evidence=max_evidence)]
     return [f for f in found if f is not None]
+
+
+def gemm_finding(result: RooflineResult, *, min_efficiency: float = 0.5, min_lost_share: float = 0.005,
+                 max_evidence: int = 5) -> dict | None:
+    """`roofline.gemm_below_ceiling`, or None (the findings rule reads this one alone)."""
+    return _gemm_finding(result, min_efficiency, min_lost_share * result.gpu_ns, max_evidence)
+
+
+def chain_finding(result: RooflineResult, *, min_ops: int = 3, min_lost_share: float = 0.005,
+                  max_evidence: int = 5) -> dict | None:
+    """`roofline.fusible_chain`, or None."""
+    return _chain_finding(result, min_ops, min_lost_share * result.gpu_ns, max_evidence)
+
+
+def attention_finding(result: RooflineResult, *, min_lost_share: float = 0.005,
+                      max_evidence: int = 5) -> dict | None:
+    """`roofline.attention_below_expected`, or None."""
+    return _attention_finding(result, min_lost_share * result.gpu_ns, max_evidence)
 
 
 def _finding(result: RooflineResult, fid: str, title: str, lost_ns: float, evidence: list[dict],

@@ -143,6 +143,21 @@ class Context:
         return {f["id"]: f for f in attention_findings(self.attention)}
 
     @once
+    def roofline(self) -> Any:
+        """`analysis.roofline.roofline` with the device table's ceilings (`analyse()` seeds
+        its own, computed with its `AnalysisOptions` peaks)."""
+        from tracekit.analysis.roofline import roofline
+
+        return roofline(self.trace)
+
+    @once
+    def compile(self) -> Any:
+        """`analysis.compile.compile_stats` (torch.compile regions, Triton kernels, recompiles)."""
+        from tracekit.analysis.compile import compile_stats
+
+        return compile_stats(self.trace)
+
+    @once
     def steps(self) -> pl.DataFrame:
         return _windows.steps(self.trace)
 

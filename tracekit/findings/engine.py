@@ -31,7 +31,7 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
     `seed` hands over analyses the caller already has (keys are `Context` attributes:
     nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
-    no_launch_overhead),
+    roofline, compile, no_launch_overhead),
     so they are not computed twice.
     The rules run on `workers` threads; None: `WORKERS`, but one on a large trace or where
     memory is short (`analyse.large`, `analyse.workers_for`: two rules can each build a
@@ -141,4 +141,5 @@ def _finding(spec: RuleSpec, params: Params, hit: Hit, ctx: Context) -> Finding:
         severity = _milder(severity, hit.severity)
     thresholds = {k: v for k, v in params.items() if k != "enabled"}
     return Finding(rule=spec.id, severity=severity, title=hit.title, time_lost_ns=lost, share=ctx.share(lost),
-                   evidence=tuple(hit.evidence), advice=hit.advice or spec.advice, thresholds=thresholds)
+                   evidence=tuple(hit.evidence), advice=hit.advice or spec.advice, thresholds=thresholds,
+                   loses=spec.loses)

@@ -7,6 +7,9 @@ from typing import Any
 
 SEVERITIES = ("high", "medium", "low", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+# what a finding's time lost is part of (`recoverable`): GPU busy time that could be shorter,
+# GPU idle time, or the window's wall time (may overlap either)
+LOSSES = ("gpu_work", "gpu_idle", "window")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Finding:
     evidence: tuple[Evidence, ...]
     advice: str
     thresholds: dict[str, Any] = field(default_factory=dict)
+    loses: str = "window"  # LOSSES: the time its loss is part of (the rule's `loses`)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -83,4 +87,11 @@ class FindingsResult:
             "window_ns": self.window_ns, "findings": [f.to_dict() for f in self.findings],
             "clean": [asdict(c) for c in self.clean], "ran": list(self.ran), "skipped": list(self.skipped),
             "errors": [{"rule": r, "message": m} for r, m in self.errors],
+            "recoverable_ns": self.recoverable().ns,
         }
+
+    def recoverable(self) -> Any:
+        """`recoverable.Recoverable` of these findings: their losses with overlaps removed."""
+        from tracekit.findings.recoverable import recoverable
+
+        return recoverable(self.findings, self.window_ns)

@@ -29,7 +29,7 @@ from typing import Any
 
 from tracekit import format as fmt
 from tracekit.errors import UsageError
-from tracekit.findings.model import SEVERITIES, Evidence
+from tracekit.findings.model import LOSSES, SEVERITIES, Evidence
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class RuleSpec:
     defaults: dict[str, Any]
     func: Callable[..., Any] = field(repr=False, compare=False)
     superseded_by: str | None = None  # skipped when this rule runs in the same pass
+    loses: str = "window"  # LOSSES: what its time lost is part of (`findings.recoverable`)
 
     def clean_text(self, params: Mapping[str, Any]) -> str:
         times = {k.removesuffix("_ns"): fmt.ns(v) for k, v in params.items()
@@ -77,20 +78,25 @@ RULES: dict[str, RuleSpec] = {}
 
 
 def rule(*, id: str, severity: str, title: str, advice: str, nothing_found: str, superseded_by: str | None = None,
-         **defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         loses: str = "window", **defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a rule function under `id` (see the module docstring).
 
     `superseded_by`: the id of a more specific rule for the same problem; when that rule is
     registered, enabled and run in the same pass, this one is skipped (no double report).
+    `loses`: what the time its findings lose is part of (`model.LOSSES`): `gpu_work` (GPU
+    busy time), `gpu_idle` (GPU idle time), or `window` (wall time, which may overlap either).
     """
     if severity not in SEVERITIES:
         raise ValueError(f"rule {id}: severity must be one of {SEVERITIES}")
+    if loses not in LOSSES:
+        raise ValueError(f"rule {id}: loses must be one of {LOSSES}")
 
     def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
         if id in RULES and RULES[id].func is not func:
             raise ValueError(f"rule id {id!r} is already registered")
         RULES[id] = RuleSpec(id=id, severity=severity, title=title, advice=advice, nothing_found=nothing_found,
-                             defaults={"enabled": True, **defaults}, func=func, superseded_by=superseded_by)
+                             defaults={"enabled": True, **defaults}, func=func, superseded_by=superseded_by,
+                             loses=loses)
         return func
 
     return wrap

@@ -123,6 +123,7 @@ def _sections(a: Analysis, opts: ReportOptions) -> list[Section | None]:
         sections.sync_section(a, top=opts.top),
         sections.occupancy_section(a, top=opts.top),
         extras.roofline_section(a, top=opts.top),
+        extras.compile_section(a),
         sections.memory_section(a, top=opts.top),
     ]
 
@@ -205,10 +206,21 @@ def _cards(a: Analysis) -> list[Card]:
         title = top[0].title if len(top[0].title) <= 90 else top[0].title[:89] + "…"
         cards.append(Card("Top bottleneck", top[0].time_lost, f"{title} ({top[0].share})",
                           "bad" if top[0].severity == "high" else "warn"))
-    recoverable = extras.recoverable_ns(a)
-    if recoverable is not None:
-        cards.append(Card("Time recoverable", fmt.ns(recoverable), "upper bound from the what-if estimates", "neutral"))
+    cards += _recoverable_cards(a)
     return cards
+
+
+def _recoverable_cards(a: Analysis) -> list[Card]:
+    """The time recoverable (`findings.recoverable`: the findings' losses, overlaps removed)
+    and how it relates to the top finding; none when no finding loses time."""
+    result = a.findings
+    if result is None:
+        return []
+    r = result.recoverable()
+    if not r.count:
+        return []
+    return [Card("Time recoverable", fmt.ns(r.ns), f"{fmt.pct(r.ns / result.window_ns if result.window_ns else None)} "
+                 f"of the window: {r.sentence()}", "neutral")]
 
 
 def _host_cards(a: Analysis) -> list[Card]:

@@ -35,14 +35,6 @@ def evidence_text(e: Any) -> str:
     return str(e)
 
 
-def recoverable_ns(a: Analysis) -> int | None:
-    """The largest single what-if saving on the critical path (an upper bound for one change)."""
-    if a.timeline.devices.is_empty():
-        return None  # the what-ifs are about GPU waiting; without GPU work they say nothing
-    whatifs = _whatifs(a)
-    return max((w.saved_ns for w in whatifs), default=None) if whatifs else None
-
-
 def _whatifs(a: Analysis) -> list[Any]:
     return list(a.whatifs)
 
@@ -165,3 +157,27 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
     return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
                          "how far each op is from what the GPU can do.")
+
+
+def compile_section(a: Analysis) -> Section | None:
+    """torch.compile in the trace (`analysis.compile`): regions, their host cost, Triton
+    kernels, recompiles; none without compile markers."""
+    c = a.compile
+    if c is None or c.regions.is_empty():
+        return None
+    paras = [
+        f"{fmt.counted(c.regions_outer, 'outermost compiled region')} ({fmt.ns(c.region_cpu_ns)} of CPU time, "
+        f"{fmt.ns(c.wrapper_ns)} of it not in launch calls: guards, wrapper Python, allocator calls).",
+        f"{fmt.counted(c.compiled_frames, 'compiled frame')}, {c.recompiled_frames} recompiled; "
+        f"{fmt.counted(c.compile_events, 'compilation step')} inside the trace ({fmt.ns(c.compile_ns)}).",
+        f"{fmt.counted(c.triton_events, 'Triton kernel')} ({fmt.ns(c.triton_ns)} of GPU time), "
+        f"{c.triton_in_regions} launched inside a compiled region; "
+        f"{fmt.counted(c.graph_launches, 'CUDA-graph replay')}.",
+    ]
+    table = frame_table("compile-kinds", "Compiled regions by kind", c.kinds, [
+        ("kind", "kind", "label"), ("regions", "instances", "count"), ("cpu_ns", "CPU time", "ns"),
+        ("wrapper_ns", "not launching", "ns"), ("gpu_events", "GPU events", "count"), ("gpu_ns", "GPU time", "ns"),
+        ("triton_events", "Triton kernels", "count"), ("triton_ns", "Triton time", "ns")])
+    return Section(id="torch-compile", title="torch.compile", paragraphs=paras, tables=[table],
+                   intro="Regions torch.compile marks in the trace (Torch-Compiled Region, CompiledFxGraph, "
+                         "CompiledFunction, cache lookups), what they cost the host and the kernels they launch.")

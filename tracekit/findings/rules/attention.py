@@ -62,6 +62,7 @@ def _hit(ctx: Context, finding_id: str) -> Hit | None:
 
 @rule(
     id="attention_eager_fusable",
+    loses="gpu_work",
     severity="medium",
     title="Eager attention (matmul, scale, mask, softmax, matmul) where fused SDPA applies",
     advice="Use attn_implementation='sdpa' (F.scaled_dot_product_attention with is_causal=True).",
@@ -73,6 +74,7 @@ def attention_eager_fusable(ctx: Context, p: Params) -> Hit | None:
 
 @rule(
     id="attention_math_backend",
+    loses="gpu_work",
     severity="high",
     title="SDPA runs its unfused math backend",
     advice="Remove what rules the fused backends out: fp32 inputs, an explicit mask, the head dim, dropout.",
@@ -84,6 +86,7 @@ def attention_math_backend(ctx: Context, p: Params) -> Hit | None:
 
 @rule(
     id="attention_fp32_gemm",
+    loses="gpu_work",
     severity="medium",
     title="FP32 sgemm inside attention (no tensor cores)",
     advice="Keep attention in bf16/fp16 on a fused backend.",
@@ -106,6 +109,7 @@ def attention_mask_rebuilt(ctx: Context, p: Params) -> Hit | None:
 
 @rule(
     id="attention_hidden_copy",
+    loses="gpu_work",
     severity="low",
     title="Out-of-place masked_fill copies the attention scores",
     advice="Use masked_fill_ in place, or fused SDPA.",

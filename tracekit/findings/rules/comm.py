@@ -11,7 +11,7 @@ from tracekit.findings.context import Context
 from tracekit.findings.registry import Hit, Params, rule
 
 
-@rule(id="low_comm_overlap", severity="medium", title="Communication is not hidden under computation",
+@rule(id="low_comm_overlap", severity="medium", loses="gpu_work", title="Communication is not hidden under computation",
       advice="Overlap collectives with compute: DDP bucketing (bucket_cap_mb), FSDP prefetch "
              "(forward_prefetch/backward_prefetch), async_op=True with the wait placed as late as possible, and "
              "no sync between the collective and the next compute.",

@@ -24,7 +24,7 @@ def _device_gaps(ctx: Context) -> pl.DataFrame:
                           eid=pl.col("next_eid"))
 
 
-@rule(id="low_gpu_utilisation", severity="medium",
+@rule(id="low_gpu_utilisation", severity="medium", loses="gpu_idle",
       title="The GPU is busy less than half of the window (TensorBoard profiler threshold)",
       advice="Find what the GPU waits for (the `gpu_gaps`, `launch_bound` and `sync_in_loop` findings, "
              "`tracekit gaps`): larger batches, fewer host syncs, CUDA graphs or torch.compile for "
@@ -43,7 +43,7 @@ def low_gpu_utilisation(ctx: Context, p: Params) -> Hit | None:
                time_lost_ns=min(tl.idle_ns, ctx.window_ns), evidence=ctx.evidence(gaps))
 
 
-@rule(id="gpu_gaps", severity="medium", title="Long stretches with the GPU idle (nsys `gpu_gaps`)",
+@rule(id="gpu_gaps", severity="medium", loses="gpu_idle", title="Long stretches with the GPU idle (nsys `gpu_gaps`)",
       advice="Each gap names its cause and the op on the CPU when it opened: remove the sync, move CPU work "
              "(data preparation, logging, checkpointing) off the critical loop, or overlap it with GPU work.",
       nothing_found="No GPU gap of {min_gap} or more (profiler overhead and the first/last gaps excluded).",
@@ -69,7 +69,7 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
     return Hit(title=title, time_lost_ns=lost, evidence=ctx.evidence(top))
 
 
-@rule(id="stream_serialisation", severity="low", title="Work on several streams of a device never overlaps",
+@rule(id="stream_serialisation", severity="low", loses="gpu_work", title="Work on several streams of a device never overlaps",
       advice="Streams only help when their work can run at the same time: check the events and "
              "`cudaStreamWaitEvent`s that order them (a wait on the wrong event, or a sync in between).",
       nothing_found="No device with busy streams that never overlap (communication kernels are left to "
@@ -98,7 +98,7 @@ def stream_serialisation(ctx: Context, p: Params) -> list[Hit]:
     return hits
 
 
-@rule(id="tiny_grids", severity="medium", title="Kernels launch fewer blocks than the GPU has SMs",
+@rule(id="tiny_grids", severity="medium", loses="gpu_work", title="Kernels launch fewer blocks than the GPU has SMs",
       advice="A grid smaller than the SM count leaves SMs idle: batch more work per launch (larger batch, "
              "fused or horizontally batched kernels, split-K GEMMs) or run small kernels concurrently.",
       nothing_found="Kernels with fewer blocks than SMs (collectives and persistent kernels aside) take under "
@@ -166,7 +166,7 @@ def _persistent(ctx: Context, occ: pl.DataFrame, small: pl.DataFrame, min_sm_sha
     return pl.concat([sized, fixed.select("device", "name")])
 
 
-@rule(id="kernel_outliers", severity="low", title="Calls of the same kernel, grid and shapes much slower than their median",
+@rule(id="kernel_outliers", severity="low", loses="gpu_work", title="Calls of the same kernel, grid and shapes much slower than their median",
       advice="Same kernel, same launch grid and input shapes, different time: look at what ran beside the slow "
              "calls (other streams, communication, clock throttling, the profiler), or at shapes the trace does not "
              "record (capture with record_shapes=True).",
@@ -207,7 +207,7 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
                time_lost_ns=lost, evidence=ctx.evidence(top, note=lambda r: f"median {fmt.ns(int(r['_med']))}"))
 
 
-@rule(id="fp32_gemm", severity="medium", title="GEMM/conv kernels run in FP32 on CUDA cores",
+@rule(id="fp32_gemm", severity="medium", loses="gpu_work", title="GEMM/conv kernels run in FP32 on CUDA cores",
       advice="Use bf16/fp16 (torch.autocast) or at least TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
              "torch.set_float32_matmul_precision('high')) so these run on tensor cores.",
       nothing_found="No FP32 (non-tensor-core) GEMM or conv kernels where tensor cores are available, or they "

@@ -13,7 +13,7 @@ from tracekit.loader.clocks import clocks_disagree
 from tracekit.model import ENGINE
 
 
-@rule(id="launch_bound", severity="high", title="Short kernels wait on the CPU to launch them",
+@rule(id="launch_bound", severity="high", loses="gpu_idle", title="Short kernels wait on the CPU to launch them",
       advice="The GPU finishes each kernel before the CPU has launched the next: capture the loop in a CUDA "
              "graph (torch.compile(mode='reduce-overhead'), torch.cuda.graphs), fuse small ops "
              "(torch.compile), or give each launch more work (larger batch).",

@@ -16,7 +16,7 @@ I64 = pl.Int64
 SYNC_OPS = r"aten::(_local_scalar_dense|item|nonzero|is_nonzero|equal)\b"
 
 
-@rule(id="sync_in_loop", severity="high", title="The host waits for the GPU inside the loop",
+@rule(id="sync_in_loop", severity="high", loses="gpu_idle", title="The host waits for the GPU inside the loop",
       advice="Every sync drains the GPU's queue and the CPU must refill it: keep values on the GPU (no .item(), "
              ".cpu(), print or Python `if` on a tensor per step), use torch.nonzero_static / masks instead of "
              "nonzero, and drop cudaDeviceSynchronize/torch.cuda.synchronize from the loop.",
@@ -75,7 +75,7 @@ def sync_memcpy(ctx: Context, p: Params) -> Hit | None:
                                                          note=pl.format("{} {}", "direction", "op_path")))
 
 
-@rule(id="pageable_memcpy", severity="medium", title="Copies to or from pageable host memory (nsys `cuda_memcpy_async`)",
+@rule(id="pageable_memcpy", severity="medium", loses="gpu_work", title="Copies to or from pageable host memory (nsys `cuda_memcpy_async`)",
       advice="Pageable copies are staged through a driver buffer, run at a fraction of the bandwidth and are "
              "synchronous: allocate the host side pinned (pin_memory=True in DataLoader, tensor.pin_memory()).",
       nothing_found="No memcpy touches pageable host memory.", min_count=1, pinned_speedup=2.0)
@@ -127,7 +127,7 @@ COPY_CAUSES: dict[str, tuple[str, str]] = {
 }
 
 
-@rule(id="hidden_copy", severity="medium",
+@rule(id="hidden_copy", severity="medium", loses="gpu_work",
       title="Device copies made by dtype casts, layout changes and out-of-place masked ops",
       advice="Casts: fuse them into the kernels around them (torch.compile) or keep the dtype; layout copies: make "
              "the layout the next op wants once; out-of-place masked ops: the in-place form (masked_fill_).",

@@ -22,7 +22,7 @@ ATTENTION_SCOPE = r"(?i)scaled_dot_product|attention|sdpa"
 MASK_OPS = r"^aten::(ones|ones_like|tril|triu|where|full)$"
 
 
-@rule(id="eager_attention", severity="medium", title="Attention computed eagerly (matmul -> softmax -> matmul)",
+@rule(id="eager_attention", severity="medium", loses="gpu_work", title="Attention computed eagerly (matmul -> softmax -> matmul)",
       advice="Call torch.nn.functional.scaled_dot_product_attention (attn_implementation='sdpa' in transformers) "
              "so a fused kernel (flash, memory-efficient, cuDNN) computes QK^T, softmax and PV in one pass.",
       nothing_found="No matmul -> softmax -> matmul chain outside SDPA.", superseded_by="attention_eager_fusable",
@@ -43,7 +43,7 @@ def eager_attention(ctx: Context, p: Params) -> Hit | None:
                time_lost_ns=lost, evidence=ctx.evidence(ev))
 
 
-@rule(id="sdpa_math", severity="high", title="SDPA runs its unfused math backend",
+@rule(id="sdpa_math", severity="high", loses="gpu_work", title="SDPA runs its unfused math backend",
       advice="The math backend is SDPA's fallback: ~20 kernels per call, FP32 GEMMs, the mask rebuilt every "
              "call (3.7x slower than flash in the HF article). Make a fused backend eligible: bf16/fp16 "
              "inputs, is_causal=True instead of an explicit mask, a supported head dim; "
