@@ -17,6 +17,7 @@ from tracekit import __version__
 from tracekit.analyse import Analysis
 from tracekit.batch.schema import IDLE_CAUSES, SEVERITIES
 from tracekit.model import Trace
+from tracekit.report import redact
 
 OPTIONAL = {
     "findings": "tracekit.findings",
@@ -244,3 +245,17 @@ def _text(v: Any) -> str | None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def scrub_frame(df: pl.DataFrame, secrets: bool = True) -> pl.DataFrame:
+    """`df` with `redact.text` (or only `redact.clean`, without `secrets`) applied to every
+    string column: once per distinct value, as a table repeats its names."""
+    fn = redact.text if secrets else redact.clean
+    cols = []
+    for name, dtype in df.schema.items():
+        if dtype == pl.String:
+            values = df[name].drop_nulls().unique().to_list()
+            changed = {v: fn(v) for v in values if fn(v) != v}
+            if changed:
+                cols.append(pl.col(name).replace(changed))
+    return df.with_columns(cols) if cols else df

@@ -26,6 +26,7 @@ import polars as pl
 
 from tracekit import format as fmt
 from tracekit.batch import schema as S
+from tracekit.batch.rows import scrub_frame
 from tracekit.batch.sources import Item, Job, expand, prepare, safe_name
 from tracekit.batch.store import Store
 from tracekit.batch.worker import die_with_parent, error_entry, fingerprint, message, one_line, run_job
@@ -69,6 +70,7 @@ def run_batch(
     reports: bool = False,
     progress: Progress | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    redact: bool = True,
 ) -> BatchResult:
     """Analyse every trace named by `sources` (paths, directories, globs, fsspec URLs).
 
@@ -77,7 +79,8 @@ def run_batch(
     written there. `progress(done, total, row)` is called as each row is ready.
     `max_bytes`: refuse a trace whose JSON (decompressed) is larger (the loader's limit,
     `DEFAULT_MAX_BYTES` by default); such a trace becomes a row with its error,
-    which is not cached (a later run may allow more).
+    which is not cached (a later run may allow more). `redact`: credentials in the tables'
+    strings replaced (`rows.scrub_frame`; the cache keeps them as read).
     """
     refuse_in_spawned_worker()
     started = time.perf_counter()
@@ -102,7 +105,7 @@ def run_batch(
     with open_executor(executor, jobs, tasks=len(items)) as (pool, limit):
         runner.run(items, pool, limit)
     notes = runner.notes(reports_wanted=reports)
-    result = runner.result(time.perf_counter() - started, store, notes)
+    result = runner.result(time.perf_counter() - started, store, notes, redact=redact)
     if store is not None:
         write_outputs(store, result)
     return result
@@ -277,17 +280,18 @@ class Runner:
         }
         return tuple(out + sorted(found))
 
-    def result(self, seconds: float, store: Store | None, notes: tuple[str, ...]) -> BatchResult:
-        summary = S.frame(self.summary, S.SUMMARY_SCHEMA).sort("source", "name")
+    def result(self, seconds: float, store: Store | None, notes: tuple[str, ...], *, redact: bool = True) -> BatchResult:
+        def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+            return scrub_frame(S.frame(rows, schema), redact)
+
+        summary = frame(self.summary, S.SUMMARY_SCHEMA).sort("source", "name")
         return BatchResult(
             summary=summary,
-            kernel_classes=S.frame(self.classes, S.CLASSES_SCHEMA).sort(
-                "source", "total_ns", descending=[False, True]
-            ),
-            findings=S.frame(self.findings, S.FINDINGS_SCHEMA).sort(
+            kernel_classes=frame(self.classes, S.CLASSES_SCHEMA).sort("source", "total_ns", descending=[False, True]),
+            findings=frame(self.findings, S.FINDINGS_SCHEMA).sort(
                 "source", "rank", "time_lost_ns", descending=[False, False, True], nulls_last=True
             ),
-            ranks=S.frame(self.ranks, S.RANKS_SCHEMA).sort("source", "rank"),
+            ranks=frame(self.ranks, S.RANKS_SCHEMA).sort("source", "rank"),
             analysed=self.analysed,
             cached=self.cached,
             failed=int(summary["error"].is_not_null().sum()),

@@ -21,6 +21,7 @@ from tracekit.errors import TraceError
 from tracekit.loader import load, loads, trace_files
 from tracekit.loader.source import DEFAULT_MAX_BYTES, open_regular, os_error
 from tracekit.model import Trace
+from tracekit.report import redact
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 GLOB_CHARS = re.compile(r"[*?\[]")
@@ -192,7 +193,7 @@ def safe_name(item: Item, content_hash: str | None) -> str:
         stem = re.split(r"[/\\]", item.source.rstrip("/\\"))[-1]
         for suffix in (".gz", ".tmp", ".json", ".pt.trace"):
             stem = stem[: -len(suffix)] if stem.lower().endswith(suffix) else stem
-    stem = SAFE.sub("_", stem).strip("._-")[:60] or "trace"
+    stem = SAFE.sub("_", redact.text(stem)).strip("._-")[:60] or "trace"  # (names a report file: always redacted)
     tag = hashlib.sha256(f"{item.source}\0{content_hash or ''}".encode()).hexdigest()[:12]
     return f"{stem}-{tag}"
 

@@ -9,7 +9,7 @@ import click
 
 from tracekit.batch import run_batch
 from tracekit.cli.common import max_bytes
-from tracekit.cli.options import max_bytes_opt
+from tracekit.cli.options import max_bytes_opt, no_redact_opt
 
 
 @click.command()
@@ -40,6 +40,7 @@ from tracekit.cli.options import max_bytes_opt
     help="Analyse the rank files of one job (same folder, names differing in their last number) together.",
 )
 @max_bytes_opt
+@no_redact_opt
 def batch(
     sources: tuple[str, ...],
     out_dir: str,
@@ -47,6 +48,7 @@ def batch(
     executor: str | None,
     reports: bool,
     group_ranks: bool,
+    no_redact: bool,
 ) -> None:
     """Analyse every trace in SOURCES (files, folders, globs, fsspec URLs such as s3://bucket/run/).
 
@@ -68,6 +70,7 @@ def batch(
             reports=reports,
             progress=bar,
             max_bytes=max_bytes(),
+            redact=not no_redact,
         )
     finally:
         if bar is not None:

@@ -10,7 +10,7 @@ import click
 from tracekit import format as fmt
 from tracekit.atomic import check_output, write_output
 from tracekit.cli.common import analyse_trace, cache_opt, format_from, load_trace
-from tracekit.cli.options import Finite, max_bytes_opt
+from tracekit.cli.options import Finite, full_path_opt, max_bytes_opt, no_redact_opt
 from tracekit.cli.progress import Status, progress_opt
 from tracekit.diff import diff as diff_traces
 from tracekit.diff.core import check_metric
@@ -49,12 +49,13 @@ def _metric(ctx: click.Context, param: click.Parameter, value: str) -> str:
               help="The figure --fail-if-slower and the verdict use: median step time, median GPU busy time per "
                    "step, or the median time of the annotation NAME (record_function range).")
 @click.option("--top", type=click.IntRange(1, 500), default=30, show_default=True, help="Rows in the delta tables.")
-@click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
+@no_redact_opt
+@full_path_opt
 @cache_opt
 @max_bytes_opt
 @progress_opt
 def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct: float | None,
-         raw_threshold: bool, allow_unrelated: bool, metric: str, top: int, no_redact: bool,
+         raw_threshold: bool, allow_unrelated: bool, metric: str, top: int, no_redact: bool, full_path: bool,
          progress: bool | None) -> None:
     """Compare AFTER with BEFORE step by step: step time, GPU busy and idle by cause, kernels,
     ops, launches, syncs and copies, each with its step-to-step noise.
@@ -83,7 +84,7 @@ def diff(before: str, after: str, output: str | None, kind: str | None, fail_pct
         status.label = ""
         status.step("comparing")
         result = diff_traces(first, second, metric=metric)
-        text = render_diff(build_diff_report(result, top=top, redact_metadata=not no_redact), kind)
+        text = render_diff(build_diff_report(result, top=top, redact_metadata=not no_redact, full_path=full_path), kind)
     finally:
         status.close()
     if output is None and kind != "html":

@@ -8,6 +8,8 @@ import click
 
 from tracekit import format as fmt
 from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
+from tracekit.cli.options import full_path_opt, no_redact_opt, shown_path
+from tracekit.report.redact import scrub
 
 if TYPE_CHECKING:
     from tracekit.analysis.critical_path import CriticalPath
@@ -27,7 +29,9 @@ set_opt = click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE
 @window_opt
 @index_opt
 @json_opt
-def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> None:
+@no_redact_opt
+@full_path_opt
+def critical_path(trace: str, window: str, index: int | None, as_json: bool, no_redact: bool, full_path: bool) -> None:
     """The critical path of a window: what it is made of, whose time it is, and what-ifs.
 
     Verdict: gpu-bound, launch-bound, cpu-bound, sync-bound, idle, no-gpu, or empty (a window of no length; docs/findings.md).
@@ -39,9 +43,10 @@ def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> 
     cp = compute(loading.result(), window=None if window == "all" else window, index=index)
     scenarios = whatif.standard(cp.graph) if cp.graph is not None and cp.edges else []
     if as_json:
-        emit_json({"file": trace, **cp.to_dict(), "what_if": [w.to_dict() for w in scenarios]})
+        emit_json(scrub({"file": shown_path(trace, full_path), **cp.to_dict(), "what_if": [w.to_dict() for w in scenarios]},
+                        not no_redact))
         return
-    click.echo(render_critical_path(cp, scenarios))
+    click.echo(scrub(render_critical_path(cp, scenarios), not no_redact))
 
 
 @click.command()
@@ -50,7 +55,10 @@ def critical_path(trace: str, window: str, index: int | None, as_json: bool) -> 
 @set_opt
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit with status 1 when a finding of this severity or worse exists.")
-def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | None) -> None:
+@no_redact_opt
+@full_path_opt
+def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | None, no_redact: bool,
+             full_path: bool) -> None:
     """Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice."""
     loading = Loading(trace)
     from tracekit.findings import Config, run_findings
@@ -58,9 +66,9 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
     config = Config.from_strings(sets)  # (a bad --set is refused while the trace is read)
     result = run_findings(loading.result(), config=config)
     if as_json:
-        emit_json({"file": trace, **result.to_dict()})
+        emit_json(scrub({"file": shown_path(trace, full_path), **result.to_dict()}, not no_redact))
     else:
-        click.echo(render_findings(result))
+        click.echo(scrub(render_findings(result), not no_redact))
     if fail_on and result.at_least(fail_on):
         raise click.exceptions.Exit(1)
 
@@ -72,7 +80,9 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
 @window_opt
 @index_opt
 @set_opt
-def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...]) -> None:
+@click.option("--redact", is_flag=True, help="Replace strings that look like credentials in the written trace, the "
+              "original events' included (docs/report.md lists the rules; default: events copied as they are).")
+def annotate(trace: str, output: str, window: str, index: int | None, sets: tuple[str, ...], redact: bool) -> None:
     """Write the trace with the critical path (flow arrows, a track) and findings (instants) added."""
     from tracekit.atomic import check_output
 
@@ -85,7 +95,7 @@ def annotate(trace: str, output: str, window: str, index: int | None, sets: tupl
     config = Config.from_strings(sets)
     loaded = loading.result()
     cp = compute(loaded, window=None if window == "all" else window, index=index)
-    counts = write_annotated(trace, output, cp, run_findings(loaded, config=config))
+    counts = write_annotated(trace, output, cp, run_findings(loaded, config=config), redact=redact)
     click.echo(f"wrote {output}: {fmt.count(counts['events'])} original events, {counts['flows']} critical-path "
                f"arrows, {counts['path_slices']} path slices, {counts['instants']} finding instants")
 

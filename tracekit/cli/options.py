@@ -53,3 +53,16 @@ def _remember_max_bytes(ctx: click.Context, _param: click.Parameter, value: int 
 # on each trace-reading command too: `tracekit info --max-bytes 2G T` as well as `tracekit --max-bytes 2G info T`
 max_bytes_opt = click.option("--max-bytes", type=Size(), default=None, expose_value=False, is_eager=True,
                              callback=_remember_max_bytes, metavar="SIZE", help=MAX_BYTES_HELP)
+
+no_redact_opt = click.option("--no-redact", is_flag=True,
+                             help="Keep strings that look like credentials (tokens, passwords, keys: redacted by default; "
+                                  "docs/report.md lists the rules).")
+full_path_opt = click.option("--full-path", is_flag=True,
+                             help="Show the trace's path as given (default: its file name only).")
+
+
+def shown_path(path: str, full_path: bool) -> str:
+    """The trace as an output names it: its file name, or the path as given with --full-path."""
+    import os
+
+    return path if full_path else os.path.basename(path.rstrip("/\\")) or path

@@ -11,6 +11,7 @@ import click
 
 from tracekit.atomic import check_output, write_output
 from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg
+from tracekit.cli.options import full_path_opt, no_redact_opt
 from tracekit.cli.progress import Status, progress_opt
 
 FORMATS = ("html", "json", "md")
@@ -27,10 +28,11 @@ FORMATS = ("html", "json", "md")
               "default: the median profiler step.")
 @click.option("--top", type=click.IntRange(1, 500), default=None,
               help="Rows in the top-N tables (default: 30; in Markdown, 10, fewer if the comment would be too long).")
-@click.option("--no-redact", is_flag=True, help="Show metadata values that look like credentials (redacted by default).")
+@no_redact_opt
+@full_path_opt
 @progress_opt
 def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, top: int | None, no_redact: bool,
-           progress: bool | None) -> None:
+           full_path: bool, progress: bool | None) -> None:
     """Analyse TRACE and write a report: findings, timeline, GPU time, idle gaps and more.
 
     The HTML file is self-contained (inline CSS, SVG and script; nothing is fetched), so it
@@ -46,7 +48,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         from tracekit.report.build import Builder, ReportOptions, check_zoom
 
         render = _renderer(kind, top)
-        options = ReportOptions(redact=not no_redact, top=top or ReportOptions.top, zoom=zoom)
+        options = ReportOptions(redact=not no_redact, full_path=full_path, top=top or ReportOptions.top, zoom=zoom)
         loaded = loading.result()
         check_zoom(loaded, zoom)
         # (a large trace's memory kept in bounds through the report's build too)

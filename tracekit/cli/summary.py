@@ -13,15 +13,18 @@ import click
 from tracekit import format as fmt
 from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
 from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
-from tracekit.cli.options import Finite
+from tracekit.cli.options import Finite, full_path_opt, no_redact_opt, shown_path
 from tracekit.errors import UsageError
+from tracekit.report.redact import scrub
 
 
 @click.command()
 @trace_arg
 @json_opt
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows in the kernel and op tables.")
-def summary(trace: str, as_json: bool, top: int) -> None:
+@no_redact_opt
+@full_path_opt
+def summary(trace: str, as_json: bool, top: int, no_redact: bool, full_path: bool) -> None:
     """Headline figures: GPU utilisation, the verdict, the attention backend, the top findings;
     then GPU busy/idle per device, time breakdown, idle by cause, top kernels and ops, steps.
     Windows: each device from its first to its last GPU activity."""
@@ -42,7 +45,7 @@ def summary(trace: str, as_json: bool, top: int) -> None:
     if host is not None:  # no GPU work: the ops by CPU time
         ops = ops.sort(["cpu_total_ns", "name"], descending=[True, False], nulls_last=True)
     result = {
-        "file": t.meta.path,
+        "file": shown_path(t.meta.path, full_path),
         "warnings": [w for w in t.warnings.select("code", "message").to_dicts() if w["code"] in LIMIT_CODES],
         "timeline": a.timeline.to_dict(),
         "verdict": verdict(a),
@@ -57,6 +60,7 @@ def summary(trace: str, as_json: bool, top: int) -> None:
         "steps": steps.to_dict(),
         "notes": a.notes,
     }
+    result = scrub(result, not no_redact)
     if as_json:
         emit_json(result)
         return
@@ -72,7 +76,10 @@ def summary(trace: str, as_json: bool, top: int) -> None:
 @click.option("--limit", "--top", "limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the longest gaps to list.")
 @json_opt
-def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json: bool) -> None:
+@no_redact_opt
+@full_path_opt
+def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json: bool, no_redact: bool,
+         full_path: bool) -> None:
     """Idle gaps per device and stream, each with a cause and the CPU op to blame."""
     loading = Loading(trace)
     from tracekit.analysis.gaps import gaps as find_gaps
@@ -83,8 +90,8 @@ def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json:
     if bounds is not None and bounds.is_empty():
         raise UsageError(f"no annotation matches --window {window!r}")
     result = find_gaps(t, min_gap_ns=round(min_gap_us * 1000), windows=bounds)
-    data = {"file": t.meta.path, "window": window or "device span", "gpu_activities": t.gpu_work.height,
-            **result.to_dict(limit=limit)}
+    data = scrub({"file": shown_path(t.meta.path, full_path), "window": window or "device span",
+                  "gpu_activities": t.gpu_work.height, **result.to_dict(limit=limit)}, not no_redact)
     if as_json:
         emit_json(data)
         return

@@ -18,7 +18,7 @@ from tracekit.diff.extras import Side
 from tracekit.render.html import render_page
 from tracekit.render.json import render_json
 from tracekit.report.model import Bar, BarChart, Card, Finding, Report, Section, Table
-from tracekit.report.redact import flatten, redact
+from tracekit.report.redact import flatten, redact, scrub
 
 NOISE_RULE = (f"A change counts as beyond the noise when the spreads of the two sides do not overlap (spread: the "
               f"interquartile range with at least {stats.IQR_MIN_SAMPLES} steps, else min–max); with one sample "
@@ -35,18 +35,20 @@ ONE_SIDE_COLUMNS = {side: [
 SIG = ("total_ns_significant", "total_ns_delta")
 
 
-def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = True) -> Report:
-    """The report model of a diff (see the module docstring)."""
+def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = True, full_path: bool = False) -> Report:
+    """The report model of a diff (see the module docstring): every string redacted
+    (`redact.scrub`) unless `redact_metadata` is False; the traces named by file name
+    unless `full_path`."""
     secs = [
         _summary_section(d), _kernel_section(d, top), _idle_section(d), _ops_section(d, top),
         _launch_section(d, top), _windows_section(d, top), _attention_section(d), _critical_section(d),
         _findings_section(d), _comparable_section(d),
     ]
     b, a = d.before, d.after
-    return Report(
+    model = Report(
         title=f"tracekit diff: {b.label} → {a.label}",
         subtitle=f"{_devices(b)} → {_devices(a)} · {_scope(d)}",
-        verdict=d.verdict, facts=_facts(d), cards=_cards(d), findings=_introduced(d),
+        verdict=d.verdict, facts=_facts(d, full_path), cards=_cards(d), findings=_introduced(d),
         sections=[s for s in secs if s is not None],
         metadata=_metadata(b, "before", redact_metadata) + _metadata(a, "after", redact_metadata),
         warnings=[f"before: {w}" for w in b.warnings] + [f"after: {w}" for w in a.warnings],
@@ -62,6 +64,7 @@ def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = Tr
                "findings_empty": "No new or worse findings: the after trace shows no problem the before trace did "
                                  "not, and none it shares loses twice the time it did."},
     )
+    return scrub(model, redact_metadata)
 
 
 def render_diff(model: Report, kind: str) -> str:
@@ -83,13 +86,13 @@ def _scope(d: TraceDiff) -> str:
     return "whole GPU span of each trace (no profiler steps)"
 
 
-def _facts(d: TraceDiff) -> list[tuple[str, str]]:
+def _facts(d: TraceDiff, full_path: bool = False) -> list[tuple[str, str]]:
     out = []
     for name, s in (("before", d.before), ("after", d.after)):
         warm = f" (+{s.warmup_steps} warm-up left out)" if s.warmup_steps else ""
         steps = f"{fmt.counted(s.steps, 'step')}{warm}" if d.scope == "steps" else "no profiler steps compared"
         rank = f", rank {s.rank} of {s.world_size}" if s.world_size else ""
-        out.append((name, f"{s.path} · {_devices(s)}{rank} · {s.format} · {steps}"))
+        out.append((name, f"{s.path if full_path else s.label} · {_devices(s)}{rank} · {s.format} · {steps}"))
     out += [("aligned by", _scope(d)), ("metric", d.headline.label), ("noise rule", NOISE_RULE),
             ("hardware", "same device names" if d.same_hardware else "different: absolute times differ by hardware; "
              "compare shapes of the profile")]

@@ -17,7 +17,9 @@ event kept as raw JSON; top-level keys too), then appended:
 Times are written as exact decimal microseconds in the file's own time base. The output
 is gzip-compressed when its name ends in `.gz`, and written to a temporary file in the
 same folder, then renamed over the target (atomic). A truncated input is written back
-well-formed with the events that could be recovered.
+well-formed with the events that could be recovered. With `redact`, every string (the
+original events' and top-level keys' too) goes through `report.redact.value`; only the
+events it changes are re-encoded.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tracekit.analysis.critical_path import CriticalPath
 from tracekit.atomic import write_output
 from tracekit.findings.model import FindingsResult
 from tracekit.loader.source import read_source
+from tracekit.report.redact import value
 
 try:  # ISA-L gzip: several times faster than zlib at a similar ratio (a project dependency)
     from isal.igzip import compress as _gzip
@@ -90,10 +93,14 @@ def _raw_array(body: bytes) -> list[msgspec.Raw]:
 
 
 def write_annotated(source: str | os.PathLike[str], output: str | os.PathLike[str], cp: CriticalPath,
-                    result: FindingsResult) -> dict[str, int]:
+                    result: FindingsResult, *, redact: bool = False) -> dict[str, int]:
     """Write `source` plus the critical path and findings to `output`; returns counts."""
     top, events = read_events(source)
     extra = annotation_events(events, cp, result)
+    if redact:
+        top = None if top is None else {k: _redacted(v, k) for k, v in top.items()}
+        events = [_redacted(e) for e in events]
+        extra = value("", extra)
     body = events + [msgspec.Raw(_ENC.encode(e)) for e in extra]
     doc: Any = body if top is None else {**top, "traceEvents": body}
     data = _ENC.encode(doc)
@@ -104,6 +111,13 @@ def write_annotated(source: str | os.PathLike[str], output: str | os.PathLike[st
     kinds = [e["ph"] for e in extra]
     return {"events": len(events), "flows": kinds.count("s"), "path_slices": kinds.count("X"),
             "instants": kinds.count("i")}
+
+
+def _redacted(raw: msgspec.Raw, key: str = "") -> msgspec.Raw:
+    """`raw` as it was when `redact.value` leaves it unchanged, else re-encoded."""
+    data = msgspec.json.decode(raw)
+    new = value(key, data)
+    return raw if new == data else msgspec.Raw(_ENC.encode(new))
 
 
 def annotation_events(events: list[msgspec.Raw], cp: CriticalPath, result: FindingsResult) -> list[dict[str, Any]]:

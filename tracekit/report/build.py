@@ -20,7 +20,7 @@ from tracekit.model import ENGINE, Trace
 from tracekit.report import extras, sections
 from tracekit.report.lanes import cpu_lanes, gpu_lanes
 from tracekit.report.model import Card, Finding, Report, Section
-from tracekit.report.redact import flatten, redact
+from tracekit.report.redact import flatten, redact, scrub
 from tracekit.report.timeline import CPU_CLASSES, GPU_CLASSES, build_timeline
 
 MD_TABLES = ("kernels", "ops", "gaps", "windows", "attention-calls")
@@ -28,7 +28,8 @@ MD_TABLES = ("kernels", "ops", "gaps", "windows", "attention-calls")
 
 @dataclass(frozen=True)
 class ReportOptions:
-    redact: bool = True
+    redact: bool = True  # credentials in every string replaced (`redact.scrub`)
+    full_path: bool = False  # the trace's path as given, else its file name only
     top: int = 30
     zoom: str | None = None  # a window name (e.g. "ProfilerStep#3") for the detail timeline
     width_px: int = 1100
@@ -89,7 +90,8 @@ class Builder:
             timelines = self._pool.submit(timeline_section, a, self.options, self._pool)
             rest_now = _sections(a, self.options)
             secs = [timelines.result(), *rest_now]
-        return _assemble(trace, self.options, a, secs)
+        # one pass over every string of the model, whichever section made it
+        return scrub(_assemble(trace, self.options, a, secs), self.options.redact)
 
 
 def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section | None]) -> Report:
@@ -98,7 +100,7 @@ def _assemble(trace: Trace, opts: ReportOptions, a: Analysis, secs: list[Section
         title=f"tracekit report: {name}",
         subtitle=_subtitle(trace),
         verdict=verdict(a),
-        facts=_facts(a),
+        facts=_facts(a, opts.full_path),
         cards=_cards(a),
         findings=_findings(a),
         sections=[s for s in secs if s is not None],
@@ -178,10 +180,10 @@ def verdict(a: Analysis) -> str:
             f"({fmt.ns(ns)}) is {label}.")
 
 
-def _facts(a: Analysis) -> list[tuple[str, str]]:
+def _facts(a: Analysis, full_path: bool = False) -> list[tuple[str, str]]:
     m = a.trace.meta
     span = a.timeline.span_ns
-    facts = [("trace", m.path), ("size", f"{fmt.size(m.size_bytes)}, {fmt.counted(m.event_count, 'event')}"),
+    facts = [("trace", m.path if full_path else Path(m.path).name), ("size", f"{fmt.size(m.size_bytes)}, {fmt.counted(m.event_count, 'event')}"),
              ("format", m.format + (f", schema {m.schema_version}" if m.schema_version is not None else ""))]
     if m.rank is not None:
         facts.append(("rank", f"{m.rank}" + (f" of {m.world_size}" if m.world_size else "")))
