@@ -375,7 +375,7 @@ class Pool:
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=die_with_parent)
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future:
         return self._pool.submit(fn, *args)

@@ -42,12 +42,12 @@ def fingerprint() -> str:
 PARENT_POLL_S = 1.0
 
 
-def die_with_parent() -> None:
-    """Pool initializer: end this worker when the batch's process dies (killed, crashed),
-    instead of finishing its queue alone (150-170 MB each, alive minutes later). On Linux
-    the kernel sends SIGKILL (prctl PR_SET_PDEATHSIG); elsewhere, and for a parent that died
-    before that was set, a daemon thread sees the parent's pid change."""
-    parent = os.getppid()
+def die_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker when the batch's process (`parent`, its pid) dies
+    (killed, crashed), instead of finishing its queue alone (150-170 MB each, alive minutes
+    later). On Linux the kernel sends SIGKILL (prctl PR_SET_PDEATHSIG); elsewhere a daemon
+    thread sees the parent's pid change. A parent that died while this worker started (before
+    either was set) is seen at once: the worker's parent is then no longer `parent`."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -55,6 +55,8 @@ def die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
             pass
+    if os.getppid() != parent:  # (checked after the prctl: no moment is left uncovered)
+        os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), name="tracekit-parent", daemon=True).start()
 
 
