@@ -15,6 +15,7 @@ from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
 from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
 from tracekit.cli.options import Finite, full_path_opt, no_redact_opt, shown_path
 from tracekit.errors import UsageError
+from tracekit.report.headline import attention_line
 from tracekit.report.redact import scrub
 
 
@@ -35,6 +36,7 @@ def summary(trace: str, as_json: bool, top: int, no_redact: bool, full_path: boo
     from tracekit.cli.common import analyse_trace
     from tracekit.loader.clocks import LIMIT_CODES
     from tracekit.report.build import verdict
+    from tracekit.report.headline import attention_facts
 
     t = loading.result()
     with sharing():  # (the steps' links are the analysis's)
@@ -49,7 +51,7 @@ def summary(trace: str, as_json: bool, top: int, no_redact: bool, full_path: boo
         "warnings": [w for w in t.warnings.select("code", "message").to_dicts() if w["code"] in LIMIT_CODES],
         "timeline": a.timeline.to_dict(),
         "verdict": verdict(a),
-        "attention": _attention(a.attention),
+        "attention": attention_facts(a.attention),
         "findings": _findings(a.findings, HEADLINE_FINDINGS),
         "findings_total": len(a.findings.findings) if a.findings is not None else None,
         "breakdown": a.breakdown.to_dict(),
@@ -99,15 +101,6 @@ def gaps(trace: str, min_gap_us: float, window: str | None, limit: int, as_json:
 
 
 HEADLINE_FINDINGS = 3  # findings named in the headline
-
-
-def _attention(result: Any) -> dict[str, Any] | None:
-    """The attention backend of most calls, the calls per backend and their GPU time (None
-    when the analysis did not run)."""
-    if result is None:
-        return None
-    return {"backend": result.backend, "backends": result.backends, "calls": result.call_count,
-            "gpu_ns": result.attention_gpu_ns, "gpu_share": result.gpu_share, "cpu_ns_median": result.median("cpu_ns")}
 
 
 def _findings(result: Any, limit: int) -> list[dict[str, Any]]:
@@ -180,7 +173,7 @@ def _host_text(d: dict[str, Any]) -> list[str]:
 
 def _headline_text(d: dict[str, Any]) -> list[str]:
     """The verdict, the attention backend and the top findings, under the utilisation."""
-    lines = [f"verdict     {d['verdict']}", f"attention   {_attention_text(d['attention'])}"]
+    lines = [f"verdict     {d['verdict']}", f"attention   {attention_line(d['attention'])}"]
     found, total = d["findings"], d["findings_total"]
     if total is None:
         return [*lines, "findings    – (the findings did not run: see the notes of 'tracekit report')"]
@@ -194,20 +187,6 @@ def _headline_text(d: dict[str, Any]) -> list[str]:
 
 def _lost(ns: int, host_only: bool) -> str:
     return "–" if host_only and not ns else fmt.ns(ns)
-
-
-def _attention_text(att: dict[str, Any] | None) -> str:
-    if att is None:
-        return "– (the attention analysis did not run)"
-    if not att["calls"]:
-        return "no attention calls found"
-    others = [f"{b} {fmt.count(n)}" for b, n in att["backends"].items() if b != att["backend"]]
-    text = f"{att['backend']}, {fmt.counted(att['calls'], 'call')}" + (f" (also {', '.join(others)})" if others else "")
-    if att["gpu_share"] is not None:
-        text += f", {fmt.ns(att['gpu_ns'])} of GPU time ({fmt.pct(att['gpu_share'])})"
-    elif att["cpu_ns_median"] is not None:
-        text += f", {fmt.ns(att['cpu_ns_median'])} CPU per call (median)"
-    return text
 
 
 def _devices_text(tl: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from tracekit.errors import UsageError
 from tracekit.model import ENGINE, Trace
 from tracekit.report import extras, sections
 from tracekit.report.lanes import cpu_lanes, gpu_lanes
+from tracekit.report.headline import attention_facts, attention_line
 from tracekit.report.model import Card, Finding, Report, Section
 from tracekit.report.redact import flatten, redact, scrub
 from tracekit.report.timeline import CPU_CLASSES, GPU_CLASSES, build_timeline
@@ -191,6 +192,8 @@ def _facts(a: Analysis, full_path: bool = False) -> list[tuple[str, str]]:
     steps = a.windows.steps
     if steps:
         facts.append(("steps", fmt.counted(steps, "ProfilerStep window") + (f" ({a.windows.warmup_steps} warm-up)" if a.windows.warmup_steps else "")))
+    if a.attention is not None and a.attention.call_count:
+        facts.append(("attention", attention_line(attention_facts(a.attention))))
     return facts
 
 
