@@ -3,6 +3,7 @@ collective (`batch.arrivals`), rendered with the shared page template machinery.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -49,14 +50,14 @@ def render_group_page(source: str, summary: dict[str, Any], ranks: list[dict[str
     facts = [
         ("ranks", fmt.count(len(ranks))),
         ("collectives compared", fmt.count(coll.height)),
-        ("late ranks", summary.get("straggler_ranks") or "none"),
+        ("late ranks", _ranks(summary.get("straggler_ranks"))),
         ("largest arrival skew", fmt.ns(skew) if skew is not None else "n/a"),
         ("job time lost to late arrivals", fmt.ns(lost) if lost is not None and coll.height else "n/a"),
     ]
     win = pl.DataFrame(window) if window else None
     return render_page(
         "rank_group.html.j2",
-        title=f"tracekit rank group: {source}",
+        title=f"tracekit rank group: {_shown(source)}",
         facts=facts,
         notes=[n for n in (summary.get("analysis_notes") or "").split("; ") if n],
         ranks=frame_table("ranks", "Ranks", rank_frame, RANK_COLUMNS, limit=None),
@@ -66,3 +67,15 @@ def render_group_page(source: str, summary: dict[str, Any], ranks: list[dict[str
                            f"#{window[0]['collective']}", win, WINDOW_COLUMNS, limit=None) if win is not None else None,
         generator=f"tracekit {__version__}",
     )
+
+
+def _ranks(ids: str | None) -> str:
+    """"7,5,4" as "ranks 7, 5, 4" ("rank 2"; "none")."""
+    parts = [p.strip() for p in (ids or "").split(",") if p.strip()]
+    return "none" if not parts else f"rank{'s' if len(parts) > 1 else ''} {', '.join(parts)}"
+
+
+def _shown(source: str) -> str:
+    """The group as its folder and pattern, not the absolute path of the machine that ran it."""
+    path = Path(source)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
