@@ -40,3 +40,12 @@ def test_wheel_ships_templates_and_renders(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert out.read_text().startswith("<!DOCTYPE html>")
+    # the distribution is tracekit-gpu, and it installs the `tracekit` command
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "\nName: tracekit-gpu\n" in zipfile.ZipFile(wheel).read(meta).decode()
+    script = target / "bin" / "tracekit"
+    assert script.exists()
+    env = {"PYTHONPATH": f"{target}:{deps}", "PATH": "/usr/bin:/bin"}
+    ran = subprocess.run([str(venv / "bin" / "python"), str(script), "--version"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stdout.startswith("tracekit"), ran.stderr
