@@ -17,7 +17,7 @@ I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 TIME = pl.Datetime("us", "UTC")
 
 # Bump when a figure's meaning changes: cached results of another version are re-analysed.
-BATCH_SCHEMA_VERSION = 2
+BATCH_SCHEMA_VERSION = 3
 
 # Idle causes of `tracekit.analysis.gaps` (device scope), one column each: idle_<cause>_ns.
 IDLE_CAUSES = CAUSES

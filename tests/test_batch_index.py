@@ -1,0 +1,92 @@
+"""Batch rows and index page: capture time from calendar timestamps, the PyTorch flag,
+row names that keep their folder, and trend lines that join only comparable traces."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from builders import TraceBuilder
+from conftest import real_trace
+
+import tracekit
+from tracekit.batch.rows import trace_values
+
+EPOCH_2024_US = 1_712_195_495_406_752  # 2024-04-04 01:51:35.406752 UTC
+
+
+def utc(us: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(us // 1_000_000, dt.UTC) + dt.timedelta(microseconds=us % 1_000_000)
+
+
+def raw_first_ts_us(path: Path) -> float:
+    """The earliest `ts` of the file's complete (`X`) events, read with json alone."""
+    with gzip.open(path, "rt") if path.name.endswith(".gz") else open(path) as fh:
+        doc = json.load(fh)
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    return min(e["ts"] for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e)
+
+
+def one_kernel_trace(t0_ns: int, **kw) -> TraceBuilder:
+    b = TraceBuilder(**kw)
+    ext = b.op("aten::mm", t0_ns, 5_000)
+    b.launch_kernel("gemm", launch_ns=t0_ns + 1_000, launch_dur_ns=2_000, start_ns=t0_ns + 10_000,
+                    dur_ns=40_000, ext=ext)
+    return b
+
+
+# -- capture time ---------------------------------------------------------------------------
+
+
+def test_capture_time_from_calendar_timestamps(tmp_path):
+    # No baseTimeNanoseconds; the first event (the op) at 1712195495406752.5 µs: calendar time.
+    t = one_kernel_trace(EPOCH_2024_US * 1000 + 500).load(tmp_path)
+    v = trace_values(t)
+    assert v["captured_at_source"] == "timestamps"
+    assert v["captured_at"] == 1_712_195_495_406_752
+    assert utc(v["captured_at"]) == dt.datetime(2024, 4, 4, 1, 51, 35, 406_752, dt.UTC)
+
+
+def test_offsets_are_not_calendar_time(tmp_path):
+    # 10^15 µs and below is an offset (from a process or boot start), not a date.
+    v = trace_values(one_kernel_trace(10**18 - 20_000).load(tmp_path))
+    assert (v["captured_at"], v["captured_at_source"]) == (None, None)
+
+
+def test_base_time_wins_over_timestamps(tmp_path):
+    base = 1_790_000_000_000_000_000
+    v = trace_values(one_kernel_trace(2_000_000, base_time_ns=base).load(tmp_path))
+    assert (v["captured_at"], v["captured_at_source"]) == ((base + 2_000_000) // 1000, "base_time")
+
+
+# Earliest `ts` of each file as read from its raw JSON (µs since the epoch), by hand from
+# `raw_first_ts_us`; the traces carry no baseTimeNanoseconds.
+CALENDAR = {
+    "a100_alexnet_cuda_sync.json.gz": (1_695_835_542_481_129, dt.datetime(2023, 9, 27, 17, 25, 42, 481_129, dt.UTC)),
+    "resnet50_2021_array_form.json.gz": (1_606_910_596_288_053, dt.datetime(2020, 12, 2, 12, 3, 16, 288_053, dt.UTC)),
+    "v100_resnet_ns_timestamps.json.gz": (1_712_195_495_406_752, dt.datetime(2024, 4, 4, 1, 51, 35, 406_752, dt.UTC)),
+    "dlrm_8rank_v100/worker0.json.gz": (1_694_128_201_426_556, dt.datetime(2023, 9, 7, 23, 10, 1, 426_556, dt.UTC)),
+}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", sorted(CALENDAR))
+def test_real_capture_times_from_timestamps(name):
+    path = real_trace(name)
+    us, when = CALENDAR[name]
+    assert int(raw_first_ts_us(path)) == us  # the pinned value is the file's own
+    v = trace_values(tracekit.load(path, workers=0, lean=True))
+    assert v["captured_at_source"] == "timestamps"
+    assert v["captured_at"] == us and utc(v["captured_at"]) == when
+
+
+@pytest.mark.real
+def test_generic_chrome_trace_has_no_capture_time():
+    # A browser trace: its timestamps (4.6e11 µs) are a monotonic clock, not calendar time.
+    path = real_trace("chrome_browser_lthi_generic.json.gz")
+    assert raw_first_ts_us(path) < 1e15
+    v = trace_values(tracekit.load(path, workers=0, lean=True))
+    assert (v["captured_at"], v["captured_at_source"]) == (None, None)
