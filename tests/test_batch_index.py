@@ -90,3 +90,64 @@ def test_generic_chrome_trace_has_no_capture_time():
     assert raw_first_ts_us(path) < 1e15
     v = trace_values(tracekit.load(path, workers=0, lean=True))
     assert (v["captured_at"], v["captured_at_source"]) == (None, None)
+
+
+# -- PyTorch or not -------------------------------------------------------------------------
+
+GENERIC = {"traceEvents": [{"ph": "X", "cat": "renderer", "name": "Paint", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+                           {"ph": "B", "cat": "v8", "name": "GC", "pid": 1, "tid": 1, "ts": 20},
+                           {"ph": "E", "cat": "v8", "name": "GC", "pid": 1, "tid": 1, "ts": 30}]}
+
+
+def raw_has_kineto_markers(path: Path) -> bool:
+    """Kineto's markers read with json alone: cpu_op/kernel events (old spellings Operator/Kernel),
+    schemaVersion or deviceProperties."""
+    with gzip.open(path, "rt") if path.name.endswith(".gz") else open(path) as fh:
+        doc = json.load(fh)
+    top = doc if isinstance(doc, dict) else {}
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    cats = {e.get("cat") for e in events if isinstance(e, dict)}
+    return bool(cats & {"cpu_op", "kernel", "Operator", "Kernel"}) or "schemaVersion" in top or "deviceProperties" in top
+
+
+def test_generic_chrome_trace_is_not_pytorch(tmp_path):
+    path = tmp_path / "browser.json"
+    path.write_text(json.dumps(GENERIC))
+    assert trace_values(tracekit.load(path))["pytorch"] is False
+    assert trace_values(one_kernel_trace(0).load(tmp_path))["pytorch"] is True
+
+
+def test_old_kineto_spellings_are_pytorch(tmp_path):
+    # The 2021 bare-array form: no schemaVersion, no deviceProperties, `Operator` and `Kernel`.
+    events = [{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(events))
+    assert trace_values(tracekit.load(path))["pytorch"] is True
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(
+    "name,pytorch",
+    [("chrome_browser_lthi_generic.json.gz", False), ("resnet50_2021_array_form.json.gz", True),
+     ("h100_qwen15_05b_hf_inference.json.gz", True)],
+)
+def test_real_pytorch_flag(name, pytorch):
+    path = real_trace(name)
+    assert raw_has_kineto_markers(path) is pytorch
+    assert trace_values(tracekit.load(path, workers=0, lean=True))["pytorch"] is pytorch
+
+
+def test_index_flags_a_trace_that_is_not_pytorch(tmp_path):
+    from tracekit.batch import run_batch
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "browser.json").write_text(json.dumps(GENERIC))
+    one_kernel_trace(0).write(src / "model.json.gz")
+    result = run_batch([str(src)], out_dir=tmp_path / "out", jobs=1)
+    by_file = {Path(r["source"]).name: r["pytorch"] for r in result.summary.iter_rows(named=True)}
+    assert by_file == {"browser.json": False, "model.json.gz": True}
+    html = (tmp_path / "out" / "index.html").read_text()
+    badge = '<td class="label" data-v="not a PyTorch trace">not a PyTorch trace</td>'
+    assert html.count(badge) == 1 and html.count(">PyTorch</td>") == 1
+    assert "<dt>not PyTorch traces</dt><dd>1</dd>" in html

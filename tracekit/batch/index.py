@@ -23,10 +23,13 @@ from tracekit.render.html import render_page
 from tracekit.report.tables import frame_table
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 1000.0, 220.0, 70.0, 20.0, 12.0, 28.0
+NOT_PYTORCH = "not a PyTorch trace"
 CLIP = 40  # characters of a kernel name or error shown in the table (in full: summary.parquet, errors table)
 
 SUMMARY_COLUMNS = [
     ("name", "trace", "text", "file name + a hash of (source, content); links to the trace's report"),
+    ("origin", "origin", "label", "PyTorch when the trace has Kineto's markers (cpu_op or kernel events, "
+     "schemaVersion, deviceProperties); the GPU and step figures assume them"),
     ("captured", "captured (UTC)", "label"),
     ("devices", "devices", "label"),
     ("model", "model", "text"),
@@ -90,6 +93,7 @@ def index_context(result: Any) -> dict[str, Any]:
     s = result.summary
     shown = s.with_columns(
         captured=pl.col("captured_at").dt.strftime("%Y-%m-%d %H:%M"),
+        origin=origin_label(),
         top_idle_cause=top_idle_cause(s).replace(CAUSE_LABELS),
         top_kernel=clip(pl.col("top_kernel"), CLIP),
         error=clip(pl.col("error"), CLIP),
@@ -103,6 +107,7 @@ def index_context(result: Any) -> dict[str, Any]:
             ("analysed by this run", fmt.count(result.analysed)),
             ("from the cache", fmt.count(result.cached)),
             ("failed", fmt.count(result.failed)),
+            ("not PyTorch traces", fmt.count(int(s["pytorch"].not_().sum()))),
         ],
         "traces": table,
         "links": shown["report"].to_list(),
@@ -126,6 +131,15 @@ def index_context(result: Any) -> dict[str, Any]:
 
 def clip(text: pl.Expr, width: int) -> pl.Expr:
     return pl.when(text.str.len_chars() > width).then(text.str.slice(0, width - 1) + "…").otherwise(text)
+
+
+def origin_label() -> pl.Expr:
+    """`PyTorch`, or the badge `not a PyTorch trace` (null for rows that could not be read)."""
+    return (
+        pl.when(pl.col("pytorch")).then(pl.lit("PyTorch"))
+        .when(pl.col("pytorch").not_()).then(pl.lit(NOT_PYTORCH))
+        .otherwise(pl.lit(None, pl.String))
+    )
 
 
 def top_idle_cause(summary: pl.DataFrame) -> pl.Expr:

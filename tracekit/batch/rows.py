@@ -66,6 +66,7 @@ def trace_values(trace: Trace) -> dict[str, Any]:
         "rank": m.rank,
         "world_size": m.world_size,
         "ranks": 1,
+        "pytorch": is_pytorch(trace),
         "load_warnings": trace.warnings.filter(pl.col("level") == "warning").height,
         "recovered": m.recovered,
     }
@@ -82,6 +83,19 @@ def device_values(trace: Trace, cap: dict[str, Any]) -> dict[str, Any]:
     if not names and isinstance(gpu, dict) and gpu.get("name"):
         names = [str(gpu["name"])]
     return {"devices": "; ".join(names) or None, "device_count": used.len()}
+
+
+def is_pytorch(trace: Trace) -> bool:
+    """Whether the trace carries Kineto's markers (`schemaVersion`, `deviceProperties`, or
+    `cpu_op` / `kernel` events, old capitalised spellings included): a generic Chrome trace
+    loads too, but the GPU and step figures of a PyTorch trace do not apply to it."""
+    m = trace.meta
+    if m.schema_version is not None or m.devices.height:
+        return True
+    return bool(
+        trace.ops.select((pl.col("cat") == "cpu_op").any()).item()
+        or trace.gpu.select((pl.col("cat") == "kernel").any()).item()
+    )
 
 
 def workload(cap: dict[str, Any]) -> str | None:

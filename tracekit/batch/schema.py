@@ -47,6 +47,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "rank": I64,
     "world_size": I64,
     "ranks": I64,
+    "pytorch": BOOL,
     # steps
     "steps": I64,
     "warmup_steps": I64,
