@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,45 @@ def test_index_flags_a_trace_that_is_not_pytorch(tmp_path):
     badge = '<td class="label" data-v="not a PyTorch trace">not a PyTorch trace</td>'
     assert html.count(badge) == 1 and html.count(">PyTorch</td>") == 1
     assert "<dt>not PyTorch traces</dt><dd>1</dd>" in html
+
+
+# -- rows keep their folder -----------------------------------------------------------------
+
+
+def nested(tmp_path: Path) -> Path:
+    """traces/jobA/worker{0,1}.json.gz, traces/jobB/worker0.json.gz, traces/top.json.gz."""
+    root = tmp_path / "traces"
+    for sub, n in (("jobA", 2), ("jobB", 1)):
+        (root / sub).mkdir(parents=True)
+        for i in range(n):
+            one_kernel_trace(i * 1_000_000).write(root / sub / f"worker{i}.json.gz")
+    one_kernel_trace(0).write(root / "top.json.gz")
+    return root
+
+
+def test_expand_labels_keep_the_folder(tmp_path):
+    from tracekit.batch.sources import expand
+
+    root = nested(tmp_path)
+    by_dir = {i.label for i in expand(str(root))}
+    assert by_dir == {"jobA/worker0.json.gz", "jobA/worker1.json.gz", "jobB/worker0.json.gz", "top.json.gz"}
+    by_glob = {i.label for i in expand(str(root / "job*" / "*.json.gz"))}
+    assert by_glob == {"jobA/worker0.json.gz", "jobA/worker1.json.gz", "jobB/worker0.json.gz"}
+    one = str(root / "jobB" / "worker0.json.gz")
+    assert [i.label for i in expand(one)] == [one]  # a file named directly: as given
+    grouped = {i.label for i in expand(str(root), group_ranks=True)}
+    assert grouped == {"jobA/worker*.json.gz", "jobB/worker0.json.gz", "top.json.gz"}
+
+
+def test_rows_and_index_show_the_path_not_the_hashed_name(tmp_path):
+    from tracekit.batch import run_batch
+
+    root = nested(tmp_path)
+    result = run_batch([str(root)], out_dir=tmp_path / "out", jobs=1)
+    s = result.summary.sort("path")
+    assert s["path"].to_list() == ["jobA/worker0.json.gz", "jobA/worker1.json.gz", "jobB/worker0.json.gz",
+                                   "top.json.gz"]
+    assert s["name"].n_unique() == 4  # the file-name-safe unique id stays, for reports and joins
+    html = (tmp_path / "out" / "index.html").read_text()
+    cells = re.findall(r'<td class="name"[^>]*>([^<]*)</td>', html)
+    assert cells == ["jobA/worker0.json.gz", "jobA/worker1.json.gz", "jobB/worker0.json.gz", "top.json.gz"]

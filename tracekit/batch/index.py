@@ -27,7 +27,7 @@ NOT_PYTORCH = "not a PyTorch trace"
 CLIP = 40  # characters of a kernel name or error shown in the table (in full: summary.parquet, errors table)
 
 SUMMARY_COLUMNS = [
-    ("name", "trace", "text", "file name + a hash of (source, content); links to the trace's report"),
+    ("path", "trace", "text", "path under the folder, glob or URL given; links to the trace's report"),
     ("origin", "origin", "label", "PyTorch when the trace has Kineto's markers (cpu_op or kernel events, "
      "schemaVersion, deviceProperties); the GPU and step figures assume them"),
     ("captured", "captured (UTC)", "label"),
@@ -97,7 +97,7 @@ def index_context(result: Any) -> dict[str, Any]:
         top_idle_cause=top_idle_cause(s).replace(CAUSE_LABELS),
         top_kernel=clip(pl.col("top_kernel"), CLIP),
         error=clip(pl.col("error"), CLIP),
-    ).sort(pl.col("error").is_not_null(), "source")
+    ).sort(pl.col("error").is_not_null(), "path", "source")
     table = frame_table("traces", f"Traces ({s.height})", shown, SUMMARY_COLUMNS, limit=None)
     errors = s.filter(pl.col("error").is_not_null())  # unclipped
     return {
@@ -115,7 +115,7 @@ def index_context(result: Any) -> dict[str, Any]:
             "errors",
             f"Traces that could not be analysed ({errors.height})",
             errors,
-            [("name", "trace", "text"), ("source", "source", "text"), ("error", "error", "text")],
+            [("path", "trace", "text"), ("source", "source", "text"), ("error", "error", "text")],
             limit=None,
         )
         if errors.height
@@ -165,8 +165,8 @@ def trend_charts(summary: pl.DataFrame) -> list[TrendChart]:
         )
         if rows.height >= 2:
             data = [
-                (r["captured_at"], float(r[col]), r["name"])
-                for r in rows.select("captured_at", col, "name").iter_rows(named=True)
+                (r["captured_at"], float(r[col]), r["path"])
+                for r in rows.select("captured_at", col, "path").iter_rows(named=True)
             ]
             charts.append(trend_chart(id_, title, data, formatter, top=1.0 if unit_range else None))
     return charts

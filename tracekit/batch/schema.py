@@ -31,6 +31,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "file_bytes": I64,
     "content_hash": STR,
     "error": STR,
+    "path": STR,
     # what the trace is
     "format": STR,
     "events": I64,
@@ -165,7 +166,7 @@ COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {
 # Columns that differ between two runs over the same bytes (wall clock, machine speed, outputs).
 RUN_COLUMNS = ("analysed_at", "analysis_s", "report")
 # Columns that describe where the bytes were found rather than what they hold.
-SOURCE_COLUMNS = ("name", "source", "file_bytes", "report")
+SOURCE_COLUMNS = ("name", "source", "path", "file_bytes", "report")
 TIME_COLUMNS = ("captured_at", "analysed_at")
 
 
