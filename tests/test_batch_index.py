@@ -194,3 +194,65 @@ def test_rows_and_index_show_the_path_not_the_hashed_name(tmp_path):
     html = (tmp_path / "out" / "index.html").read_text()
     cells = re.findall(r'<td class="name"[^>]*>([^<]*)</td>', html)
     assert cells == ["jobA/worker0.json.gz", "jobA/worker1.json.gz", "jobB/worker0.json.gz", "top.json.gz"]
+
+
+# -- trend lines join only comparable traces --------------------------------------------------
+
+
+def summary_rows(rows: list[dict]):
+    from tracekit.batch.schema import SUMMARY_SCHEMA, frame
+
+    return frame(rows, SUMMARY_SCHEMA)
+
+
+DAY_US = 86_400 * 10**6
+T0_US = 1_790_000_000 * 10**6
+
+
+def test_trend_lines_one_per_gpu_and_workload():
+    from tracekit.batch.index import trend_charts
+
+    rows = [
+        # two H100 runs of tiny-a (model from the capture), one of tiny-b, two V100 traces of folder dlrm
+        {"path": "x/a1.json", "source": "/r/x/a1.json", "devices": "H100", "model": "tiny-a",
+         "captured_at": T0_US, "gpu_utilisation": 0.5},
+        {"path": "y/a2.json", "source": "/r/y/a2.json", "devices": "H100", "model": "tiny-a",
+         "captured_at": T0_US + 2 * DAY_US, "gpu_utilisation": 0.7},
+        {"path": "x/b.json", "source": "/r/x/b.json", "devices": "H100", "model": "tiny-b",
+         "captured_at": T0_US + DAY_US, "gpu_utilisation": 0.9},
+        {"path": "dlrm/w0.json", "source": "/r/dlrm/w0.json", "devices": "V100", "captured_at": T0_US + DAY_US,
+         "gpu_utilisation": 0.2},
+        {"path": "dlrm/w1.json", "source": "/r/dlrm/w1.json", "devices": "V100",
+         "captured_at": T0_US + 3 * DAY_US, "gpu_utilisation": 0.4},
+    ]
+    (chart,) = trend_charts(summary_rows(rows))  # only utilisation is set
+    got = {s.label: [p.title.split(" (")[0] for p in s.points] for s in chart.series}
+    assert got == {
+        "H100 · tiny-a": ["x/a1.json", "y/a2.json"],
+        "H100 · tiny-b": ["x/b.json"],
+        "V100 · dlrm": ["dlrm/w0.json", "dlrm/w1.json"],
+    }
+    lone = next(s for s in chart.series if s.label == "H100 · tiny-b")
+    assert lone.polyline == ""  # a single trace is a point, never joined to another group's
+    # Shared axes: x from the first (T0) to the last capture (T0 + 3 days), utilisation 0..1.
+    v100 = next(s for s in chart.series if s.label == "V100 · dlrm")
+    plot_w, plot_h = 1000 - 70 - 20, 220 - 12 - 28
+    assert v100.polyline == f"{70 + plot_w / 3:.1f},{12 + plot_h * 0.8:.1f} {70 + plot_w:.1f},{12 + plot_h * 0.6:.1f}"
+
+
+@pytest.mark.real
+def test_real_trend_lines_never_join_gpus(tmp_path):
+    from tracekit.batch import run_batch
+    from tracekit.batch.index import trend_charts
+
+    root = real_trace("dlrm_8rank_v100/worker0.json.gz").parent.parent
+    pair = [str(root / n) for n in ("diff_control_a100_dlrm.json.gz", "diff_test_v100_dlrm.json.gz")]
+    s = run_batch([str(root / "dlrm_8rank_v100" / "worker*.json.gz"), *pair], jobs=1).summary
+    charts = {c.id: c for c in trend_charts(s)}
+    labels = {x.label: len(x.points) for x in charts["trend-util"].series}
+    # The 8 ranks share a GPU and folder; the A100 and V100 DLRM files (folder `traces`) stand alone.
+    assert labels == {
+        "Tesla V100-SXM2-32GB · dlrm_8rank_v100": 8,
+        "NVIDIA A100-PG509-200 · traces": 1,
+        "Tesla V100-SXM2-16GB · traces": 1,
+    }
