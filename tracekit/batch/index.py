@@ -31,8 +31,8 @@ PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f
 
 SUMMARY_COLUMNS = [
     ("path", "trace", "text", "path under the folder, glob or URL given; links to the trace's report"),
-    ("origin", "origin", "label", "PyTorch when the trace has Kineto's markers (cpu_op or kernel events, "
-     "schemaVersion, deviceProperties); the GPU and step figures assume them"),
+    ("origin", "origin", "label", ("PyTorch when the trace has Kineto's markers (cpu_op or kernel events, "
+                                   "schemaVersion, deviceProperties); the GPU and step figures assume them")),
     ("captured", "captured (UTC)", "label"),
     ("devices", "devices", "label"),
     ("model", "model", "text"),
