@@ -1,9 +1,10 @@
 """The batch's `index.html`: one sortable, filterable row per trace, linked to its report,
-and trend charts over capture time. Values are formatted here; the template only lays out.
+and trend charts over capture time, one line per group of comparable traces. Values are
+formatted here; the template only lays out.
 
 Charts are server-side SVG (`TrendChart`: coordinates computed here, drawn by the
 template). They appear when at least two traces carry a capture time (the capture
-metadata's `created`, or Kineto's `baseTimeNanoseconds`) and a value.
+metadata's `created`, Kineto's `baseTimeNanoseconds`, or calendar-time timestamps) and a value.
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ from tracekit.render.html import render_page
 from tracekit.report.tables import frame_table
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 1000.0, 220.0, 70.0, 20.0, 12.0, 28.0
-CLIP = 40  # characters of a kernel name or error shown in the table (in full: summary.parquet, errors table)
+NOT_PYTORCH = "not a PyTorch trace"
+CLIP = 40
+# Line colours of the trend charts' groups (colour-blind-safe Okabe-Ito, then repeated).
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")  # characters of a kernel name or error shown in the table (in full: summary.parquet, errors table)
 
 SUMMARY_COLUMNS = [
-    ("name", "trace", "text", "file name + a hash of (source, content); links to the trace's report"),
+    ("path", "trace", "text", "path under the folder, glob or URL given; links to the trace's report"),
+    ("origin", "origin", "label", ("PyTorch when the trace has Kineto's markers (cpu_op or kernel events, "
+                                   "schemaVersion, deviceProperties); the GPU and step figures assume them")),
     ("captured", "captured (UTC)", "label"),
     ("devices", "devices", "label"),
     ("model", "model", "text"),
@@ -68,6 +74,16 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Series:
+    """One line: the traces of one group of comparable traces (`trend_group`), in time order."""
+
+    label: str
+    colour: str
+    points: list[Point]
+    polyline: str  # "x,y x,y ..."; drawn when the group has two points or more
+
+
+@dataclass(frozen=True)
 class TrendChart:
     id: str
     title: str
@@ -75,8 +91,7 @@ class TrendChart:
     height: float
     left: float
     bottom: float  # y of the x axis
-    points: list[Point]
-    polyline: str  # "x,y x,y ..." in time order
+    series: list[Series]
     y_ticks: list[tuple[float, str]]  # (y, label)
     x_ticks: list[tuple[float, str, str]]  # (x, label, text-anchor)
 
@@ -90,10 +105,11 @@ def index_context(result: Any) -> dict[str, Any]:
     s = result.summary
     shown = s.with_columns(
         captured=pl.col("captured_at").dt.strftime("%Y-%m-%d %H:%M"),
+        origin=origin_label(),
         top_idle_cause=top_idle_cause(s).replace(CAUSE_LABELS),
         top_kernel=clip(pl.col("top_kernel"), CLIP),
         error=clip(pl.col("error"), CLIP),
-    ).sort(pl.col("error").is_not_null(), "source")
+    ).sort(pl.col("error").is_not_null(), "path", "source")
     table = frame_table("traces", f"Traces ({s.height})", shown, SUMMARY_COLUMNS, limit=None)
     errors = s.filter(pl.col("error").is_not_null())  # unclipped
     return {
@@ -103,6 +119,7 @@ def index_context(result: Any) -> dict[str, Any]:
             ("analysed by this run", fmt.count(result.analysed)),
             ("from the cache", fmt.count(result.cached)),
             ("failed", fmt.count(result.failed)),
+            ("not PyTorch traces", fmt.count(int(s["pytorch"].not_().sum()))),
         ],
         "traces": table,
         "links": shown["report"].to_list(),
@@ -110,7 +127,7 @@ def index_context(result: Any) -> dict[str, Any]:
             "errors",
             f"Traces that could not be analysed ({errors.height})",
             errors,
-            [("name", "trace", "text"), ("source", "source", "text"), ("error", "error", "text")],
+            [("path", "trace", "text"), ("source", "source", "text"), ("error", "error", "text")],
             limit=None,
         )
         if errors.height
@@ -128,6 +145,15 @@ def clip(text: pl.Expr, width: int) -> pl.Expr:
     return pl.when(text.str.len_chars() > width).then(text.str.slice(0, width - 1) + "…").otherwise(text)
 
 
+def origin_label() -> pl.Expr:
+    """`PyTorch`, or the badge `not a PyTorch trace` (null for rows that could not be read)."""
+    return (
+        pl.when(pl.col("pytorch")).then(pl.lit("PyTorch"))
+        .when(pl.col("pytorch").not_()).then(pl.lit(NOT_PYTORCH))
+        .otherwise(pl.lit(None, pl.String))
+    )
+
+
 def top_idle_cause(summary: pl.DataFrame) -> pl.Expr:
     """The idle cause with the most time (null when the trace has no idle time)."""
     cols = [f"idle_{c}_ns" for c in IDLE_CAUSES]
@@ -136,6 +162,16 @@ def top_idle_cause(summary: pl.DataFrame) -> pl.Expr:
     for cause, col in reversed(list(zip(IDLE_CAUSES, cols, strict=True))):
         expr = pl.when((pl.col(col) == best) & (best > 0)).then(pl.lit(cause)).otherwise(expr)
     return expr
+
+
+def trend_group(summary: pl.DataFrame) -> pl.Series:
+    """`GPU · workload` per row: a trend line joins only traces of one GPU model running one
+    workload (the capture's model, else the name of the folder holding the file), never
+    unrelated models or GPUs."""
+    folder = pl.col("source").str.extract(r"([^/\\]+)[/\\][^/\\]*$")
+    workload = pl.coalesce(pl.col("model"), folder, pl.lit("(no folder)"))
+    gpu = pl.col("devices").fill_null("no GPU listed")
+    return summary.select(gpu + pl.lit(" · ") + workload)[:, 0]
 
 
 def trend_charts(summary: pl.DataFrame) -> list[TrendChart]:
@@ -150,9 +186,10 @@ def trend_charts(summary: pl.DataFrame) -> list[TrendChart]:
             "captured_at"
         )
         if rows.height >= 2:
+            rows = rows.with_columns(group=trend_group(rows))
             data = [
-                (r["captured_at"], float(r[col]), r["name"])
-                for r in rows.select("captured_at", col, "name").iter_rows(named=True)
+                (r["captured_at"], float(r[col]), r["path"], r["group"])
+                for r in rows.select("captured_at", col, "path", "group").iter_rows(named=True)
             ]
             charts.append(trend_chart(id_, title, data, formatter, top=1.0 if unit_range else None))
     return charts
@@ -161,14 +198,15 @@ def trend_charts(summary: pl.DataFrame) -> list[TrendChart]:
 def trend_chart(
     id_: str,
     title: str,
-    data: list[tuple[dt.datetime, float, str]],
+    data: list[tuple[dt.datetime, float, str, str]],
     formatter: Callable[[Any], str],
     *,
     top: float | None = None,
 ) -> TrendChart:
-    """Points (time, value, name) -> chart coordinates, axis ticks and hover titles."""
+    """Points (time, value, name, group), in time order -> one line per group on shared axes,
+    axis ticks and hover titles."""
     t0, t1 = data[0][0].timestamp(), data[-1][0].timestamp()
-    y_max = top if top is not None else max(v for _, v, _ in data) * 1.05 or 1.0
+    y_max = top if top is not None else max(v for _, v, _, _ in data) * 1.05 or 1.0
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
 
     def x(t: float) -> float:
@@ -177,9 +215,14 @@ def trend_chart(
     def y(v: float) -> float:
         return TOP + plot_h * (1 - min(v, y_max) / y_max)
 
-    points = [
-        Point(x(t.timestamp()), y(v), f"{name}: {formatter(v)} at {t:%Y-%m-%d %H:%M} UTC")
-        for t, v, name in data
+    groups: dict[str, list[Point]] = {}
+    for t, v, name, group in data:
+        title = f"{name} ({group}): {formatter(v)} at {t:%Y-%m-%d %H:%M} UTC"
+        groups.setdefault(group, []).append(Point(x(t.timestamp()), y(v), title))
+    series = [
+        Series(label, PALETTE[i % len(PALETTE)], pts,
+               " ".join(f"{p.x:.1f},{p.y:.1f}" for p in pts) if len(pts) > 1 else "")
+        for i, (label, pts) in enumerate(sorted(groups.items()))
     ]
     y_ticks = [(y(y_max * i / 4), formatter(y_max * i / 4)) for i in range(5)]
     span = t1 - t0
@@ -204,8 +247,7 @@ def trend_chart(
         height=H,
         left=LEFT,
         bottom=H - BOTTOM,
-        points=points,
-        polyline=" ".join(f"{p.x:.1f},{p.y:.1f}" for p in points),
+        series=series,
         y_ticks=y_ticks,
         x_ticks=x_ticks,
     )

@@ -55,6 +55,7 @@ FIRST = (
     "world_size",
     "captured_at_source",
     "tracekit_version",
+    "pytorch",
 )
 
 

@@ -67,6 +67,7 @@ def trace_values(trace: Trace) -> dict[str, Any]:
         "rank": m.rank,
         "world_size": m.world_size,
         "ranks": 1,
+        "pytorch": is_pytorch(trace),
         "load_warnings": trace.warnings.filter(pl.col("level") == "warning").height,
         "recovered": m.recovered,
     }
@@ -85,6 +86,19 @@ def device_values(trace: Trace, cap: dict[str, Any]) -> dict[str, Any]:
     return {"devices": "; ".join(names) or None, "device_count": used.len()}
 
 
+def is_pytorch(trace: Trace) -> bool:
+    """Whether the trace carries Kineto's markers (`schemaVersion`, `deviceProperties`, or
+    `cpu_op` / `kernel` events, old capitalised spellings included): a generic Chrome trace
+    loads too, but the GPU and step figures of a PyTorch trace do not apply to it."""
+    m = trace.meta
+    if m.schema_version is not None or m.devices.height:
+        return True
+    return bool(
+        trace.ops.select((pl.col("cat") == "cpu_op").any()).item()
+        or trace.gpu.select((pl.col("cat") == "kernel").any()).item()
+    )
+
+
 def workload(cap: dict[str, Any]) -> str | None:
     """`model generate batch=1 prompt_len=32 new_tokens=8`: what the capture ran, in one line."""
     shapes = cap.get("shapes") if isinstance(cap.get("shapes"), dict) else {}
@@ -94,9 +108,15 @@ def workload(cap: dict[str, Any]) -> str | None:
     return text or None
 
 
+# A first timestamp above this many µs (2001-09-09 in epoch µs) is calendar time: older Kineto
+# and other tools write absolute epoch µs; offsets from a process or boot start stay far below.
+CALENDAR_MIN_US = 10**15
+
+
 def captured_at_us(trace: Trace, cap: dict[str, Any]) -> tuple[int | None, str | None]:
     """When the trace was taken (µs since the epoch): the capture's `created`, else Kineto's
-    `baseTimeNanoseconds` plus the first event's offset; (None, None) when neither is there."""
+    `baseTimeNanoseconds` plus the first event's offset, else the first event's `ts` when it
+    is calendar time (`CALENDAR_MIN_US`); (None, None) when none of these is there."""
     created = cap.get("created")
     if isinstance(created, str):
         try:
@@ -105,11 +125,13 @@ def captured_at_us(trace: Trace, cap: dict[str, Any]) -> tuple[int | None, str |
             return int(stamp.timestamp() * 1_000_000), "capture"
         except ValueError:
             pass
+    firsts = [f["ts_ns"].min() for f in (trace.ops, trace.gpu, trace.runtime) if f.height]
+    first = min((int(x) for x in firsts if x is not None), default=None)
     base = trace.meta.base_time_ns
     if base > 0:
-        firsts = [f["ts_ns"].min() for f in (trace.ops, trace.gpu, trace.runtime) if f.height]
-        first = min((int(x) for x in firsts if x is not None), default=0)
-        return (base + first) // 1000, "base_time"
+        return (base + (first or 0)) // 1000, "base_time"
+    if first is not None and first // 1000 > CALENDAR_MIN_US:
+        return first // 1000, "timestamps"
     return None, None
 
 

@@ -205,6 +205,7 @@ class Runner:
             row = {
                 "name": safe_name(item, None),
                 "source": item.source,
+                "path": item.label or item.source,
                 "kind": "ranks" if item.group else "trace",
                 "error": message(exc),
             }
@@ -253,6 +254,7 @@ class Runner:
                 "kind": kind,
                 **entry["summary"],
                 **src,
+                "path": job.label or job.source,
                 "file_bytes": job.size_bytes,
                 "report": report_path(job) if has_report else None,
             }

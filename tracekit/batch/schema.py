@@ -17,7 +17,7 @@ I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 TIME = pl.Datetime("us", "UTC")
 
 # Bump when a figure's meaning changes: cached results of another version are re-analysed.
-BATCH_SCHEMA_VERSION = 2
+BATCH_SCHEMA_VERSION = 3
 
 # Idle causes of `tracekit.analysis.gaps` (device scope), one column each: idle_<cause>_ns.
 IDLE_CAUSES = CAUSES
@@ -31,6 +31,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "file_bytes": I64,
     "content_hash": STR,
     "error": STR,
+    "path": STR,
     # what the trace is
     "format": STR,
     "events": I64,
@@ -47,6 +48,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "rank": I64,
     "world_size": I64,
     "ranks": I64,
+    "pytorch": BOOL,
     # steps
     "steps": I64,
     "warmup_steps": I64,
@@ -164,7 +166,7 @@ COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {
 # Columns that differ between two runs over the same bytes (wall clock, machine speed, outputs).
 RUN_COLUMNS = ("analysed_at", "analysis_s", "report")
 # Columns that describe where the bytes were found rather than what they hold.
-SOURCE_COLUMNS = ("name", "source", "file_bytes", "report")
+SOURCE_COLUMNS = ("name", "source", "path", "file_bytes", "report")
 TIME_COLUMNS = ("captured_at", "analysed_at")
 
 

@@ -38,6 +38,7 @@ class Item:
     paths: tuple[str, ...] = ()
     url: str | None = None
     error: str | None = None  # the source could not even be listed
+    label: str = ""  # the path under the folder, glob or URL given (`relative_label`); the source when empty
 
     @property
     def group(self) -> bool:
@@ -57,6 +58,7 @@ class Job:
     group: bool = False
     report: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES  # the loader's decompressed-size limit
+    label: str = ""  # `Item.label`
 
 
 def expand(sources: str | os.PathLike[str] | list, *, group_ranks: bool = False) -> list[Item]:
@@ -76,14 +78,15 @@ def expand(sources: str | os.PathLike[str] | list, *, group_ranks: bool = False)
 def _expand_local(text: str) -> list[Item]:
     path = Path(text)
     if path.is_dir():
-        return [Item(str(f), (str(f),)) for f in trace_files(path)]
+        return [Item(str(f), (str(f),), label=relative_label(str(f), str(path))) for f in trace_files(path)]
     if not path.exists() and GLOB_CHARS.search(text):
         found: list[Path] = []
         for match in sorted(glob.glob(text, recursive=True)):
             m = Path(match)
             found += trace_files(m) if m.is_dir() else ([m] if _is_trace_name(m.name) else [])
-        return [Item(str(f), (str(f),)) for f in found]
-    return [Item(text, (text,))]
+        root = glob_root(text)
+        return [Item(str(f), (str(f),), label=relative_label(str(f), root)) for f in found]
+    return [Item(text, (text,), label=text)]
 
 
 def _expand_url(url: str) -> list[Item]:
@@ -93,15 +96,31 @@ def _expand_url(url: str) -> list[Item]:
         fs, path = fsspec.core.url_to_fs(url)
         if GLOB_CHARS.search(path):
             names = [p for p in sorted(fs.glob(path)) if _is_trace_name(p)]
+            root = glob_root(path)
         elif fs.isdir(path):
             names = [p for p in sorted(fs.find(path)) if _is_trace_name(p)]
+            root = path
         else:
-            return [Item(url, url=url)]
+            return [Item(url, url=url, label=url)]
     except ImportError as exc:
         return [Item(url, error=f"cannot read {url.split('://')[0]}:// URLs: {exc}")]
     except Exception as exc:  # noqa: BLE001  (any backend failure becomes this source's error row)
         return [Item(url, error=f"cannot list: {type(exc).__name__}: {exc}")]
-    return [Item(fs.unstrip_protocol(p), url=fs.unstrip_protocol(p)) for p in names]
+    return [Item(fs.unstrip_protocol(p), url=fs.unstrip_protocol(p), label=relative_label(p, root)) for p in names]
+
+
+def glob_root(pattern: str) -> str:
+    """The folder part of a glob before its first wildcard: `runs/*/w*.json` -> `runs`."""
+    head = pattern[: GLOB_CHARS.search(pattern).start()]
+    cut = max(head.rfind("/"), head.rfind(os.sep))
+    return head[:cut] if cut > 0 else ("/" if cut == 0 else ".")
+
+
+def relative_label(path: str, root: str) -> str:
+    """`path` under `root`, `/`-separated (`dlrm_8rank_v100/worker0.json.gz` for the folder
+    `traces`): the row keeps its folder, which the file name alone loses."""
+    rel = os.path.relpath(path, root)
+    return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def _is_trace_name(name: str) -> bool:
@@ -131,7 +150,9 @@ def _group_ranks(items: list[Item]) -> list[Item]:
     out = [i for i in items if i.source not in grouped]
     for (parent, pattern), members in groups.items():
         if len(members) > 1:
-            out.append(Item(str(Path(parent) / pattern), tuple(i.paths[0] for i in members)))
+            folder = members[0].label.rpartition("/")[0]
+            out.append(Item(str(Path(parent) / pattern), tuple(i.paths[0] for i in members),
+                            label=f"{folder}/{pattern}" if folder else pattern))
     return out
 
 
@@ -149,7 +170,7 @@ def prepare(item: Item, *, report: bool = False, max_bytes: int = DEFAULT_MAX_BY
         data = _read_url(item.url)
         digest = hashlib.sha256(data).hexdigest()
         return Job(item.source, safe_name(item, digest), digest, len(data), data=data, report=report,
-                   max_bytes=max_bytes)
+                   max_bytes=max_bytes, label=item.label or item.source)
     hashes = [(_hash_file(p), p) for p in item.paths]
     if item.group:
         lines = sorted(f"{Path(p).name}\0{h}\n" for (h, _), p in hashes)
@@ -159,7 +180,7 @@ def prepare(item: Item, *, report: bool = False, max_bytes: int = DEFAULT_MAX_BY
     size = sum(size for (_, size), _ in hashes)
     return Job(
         item.source, safe_name(item, digest), digest, size, paths=item.paths, group=item.group, report=report,
-        max_bytes=max_bytes,
+        max_bytes=max_bytes, label=item.label or item.source,
     )
 
 
