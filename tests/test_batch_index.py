@@ -230,12 +230,12 @@ def test_trend_lines_one_per_gpu_and_workload():
     assert got == {
         "H100 · tiny-a": ["x/a1.json", "y/a2.json"],
         "H100 · tiny-b": ["x/b.json"],
-        "V100 · dlrm": ["dlrm/w0.json", "dlrm/w1.json"],
+        "V100 · dlrm/w#": ["dlrm/w0.json", "dlrm/w1.json"],
     }
     lone = next(s for s in chart.series if s.label == "H100 · tiny-b")
     assert lone.polyline == ""  # a single trace is a point, never joined to another group's
     # Shared axes: x from the first (T0) to the last capture (T0 + 3 days), utilisation 0..1.
-    v100 = next(s for s in chart.series if s.label == "V100 · dlrm")
+    v100 = next(s for s in chart.series if s.label == "V100 · dlrm/w#")
     plot_w, plot_h = 1000 - 70 - 20, 220 - 12 - 28
     assert v100.polyline == f"{70 + plot_w / 3:.1f},{12 + plot_h * 0.8:.1f} {70 + plot_w:.1f},{12 + plot_h * 0.6:.1f}"
 
@@ -250,9 +250,10 @@ def test_real_trend_lines_never_join_gpus(tmp_path):
     s = run_batch([str(root / "dlrm_8rank_v100" / "worker*.json.gz"), *pair], jobs=1).summary
     charts = {c.id: c for c in trend_charts(s)}
     labels = {x.label: len(x.points) for x in charts["trend-util"].series}
-    # The 8 ranks share a GPU and folder; the A100 and V100 DLRM files (folder `traces`) stand alone.
+    # The 8 ranks share a GPU, a folder and a name but for their digits; the A100 and V100 DLRM
+    # files (both in `traces`) stand alone: their GPUs and names differ.
     assert labels == {
-        "Tesla V100-SXM2-32GB · dlrm_8rank_v100": 8,
-        "NVIDIA A100-PG509-200 · traces": 1,
-        "Tesla V100-SXM2-16GB · traces": 1,
+        "Tesla V100-SXM2-32GB · dlrm_8rank_v100/worker#": 8,
+        "NVIDIA A100-PG509-200 · traces/diff_control_a#_dlrm": 1,
+        "Tesla V100-SXM2-16GB · traces/diff_test_v#_dlrm": 1,
     }

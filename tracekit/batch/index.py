@@ -166,10 +166,14 @@ def top_idle_cause(summary: pl.DataFrame) -> pl.Expr:
 
 def trend_group(summary: pl.DataFrame) -> pl.Series:
     """`GPU · workload` per row: a trend line joins only traces of one GPU model running one
-    workload (the capture's model, else the name of the folder holding the file), never
-    unrelated models or GPUs."""
+    workload, never unrelated models or GPUs. The workload is the capture's model, else the
+    folder holding the file and the file's name with its digits as `#` (`nightly/llama-#-#-#`:
+    a series of captures; `traces/a#_alexnet_cuda_sync` and `traces/a#_dlrm_#streams_rank#`
+    in one folder stay apart)."""
+    name = pl.col("source").str.extract(r"([^/\\]+)$").str.replace(r"(\.pt\.trace)?(\.json)?(\.gz|\.tmp)?$", "")
     folder = pl.col("source").str.extract(r"([^/\\]+)[/\\][^/\\]*$")
-    workload = pl.coalesce(pl.col("model"), folder, pl.lit("(no folder)"))
+    series = pl.concat_str([folder.fill_null(""), name.str.replace_all(r"\d+", "#")], separator="/")
+    workload = pl.coalesce(pl.col("model"), series.str.strip_chars("/"), pl.lit("(no name)"))
     gpu = pl.col("devices").fill_null("no GPU listed")
     return summary.select(gpu + pl.lit(" · ") + workload)[:, 0]
 
