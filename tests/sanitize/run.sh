@@ -19,7 +19,7 @@ if [ "$ASAN" = libasan.so ] || [ ! -e "$ASAN" ]; then
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-(cd "$ROOT" && git ls-files -z | grep -zv '^tests/.hypothesis-db/' | xargs -0 cp --parents -t "$WORK")
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | grep -zv '^tests/.hypothesis-db/' | xargs -0 cp --parents -t "$WORK")
 INCLUDE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 FLAGS=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1 -g
