@@ -7,7 +7,7 @@ TRACE  ?= examples/traces/gpu/h100-qwen1.5-0.5b-sdpa.json.gz
 OUT    ?= tracekit-report.html
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-dev demo test test-fast bench wheel clean
+.PHONY: help setup setup-dev demo test test-fast sanitize bench wheel clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -38,6 +38,9 @@ test: setup-dev  ## run the whole test suite
 
 test-fast: setup-dev  ## the suite without browser and real-trace tests
 	$(BIN)/python -m pytest -q -n 2 -m "not browser and not real"
+
+sanitize: setup-dev  ## the C parts under ASan/UBSan: parity tests, hostile corpus, fuzz (tests/sanitize/run.sh)
+	tests/sanitize/run.sh $(BIN)/python
 
 bench: setup  ## speed and memory benchmarks (needs ../shared/traces)
 	$(BIN)/python benchmarks/load.py

@@ -91,7 +91,8 @@ def _preexec(*, deny_reads: bool = False, fsize: int | None = None):
     """Child setup: 2 GB address space; optionally root's file-permission bypass dropped, a file-size cap."""
 
     def setup() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        if "libasan" not in os.environ.get("LD_PRELOAD", ""):  # ASan maps ~15 TB of shadow memory
+            resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
         if fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))

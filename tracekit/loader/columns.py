@@ -64,7 +64,7 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
     fallback = pl.when(as_float.is_finite() & (as_float.abs() < MAX_US)).then((as_float * 1000).round(0)).cast(pl.Int64)
     in_range = as_float.abs() < MAX_US
     return (
-        pl.when(whole.is_not_null() & (whole.abs() < MAX_US)).then(whole * 1000)
+        pl.when(whole.is_not_null() & whole.is_between(-MAX_US, MAX_US, closed="none")).then(whole * 1000)  # not abs(): -2**63 wraps
         .when(digits.is_not_null() & in_range).then(decimal)
         .otherwise(fallback)
     )
@@ -110,7 +110,7 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> tuple[
             fixes.append(_null_if(pl.col(f + "_n"), A.INT_NULL).alias(out))
         elif f + "_i" in have:
             us = pl.col(f + "_i")
-            fixes.append(pl.when(us.abs() < MAX_US).then(us * 1000).alias(out))
+            fixes.append(pl.when(us.is_between(-MAX_US, MAX_US, closed="none")).then(us * 1000).alias(out))  # abs(-2**63) wraps
         elif f in have:
             fixes.append(_text_to_ns(frame[f]).alias(out))
     if "args" in have:

@@ -8,6 +8,7 @@ time. Notes keep the order and wording they always had.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -204,12 +205,17 @@ def _order_notes(slices: pl.DataFrame, notes: Notes) -> None:
     notes.rows_of("negative_ts", slices.filter(pl.col("ts_ns") < 0), "{n:,} [events have|event has] a negative timestamp (kept as is)")
 
 
+_FLOAT_MAX = sys.float_info.max
+
+
 def counters_frame(rows: pl.DataFrame) -> pl.DataFrame:
     """`C` events -> one row per numeric series value."""
     eids, series, values = [], [], []
     for eid, text in zip(rows["eid"].to_list(), rows["args"].to_list()) if rows.height else ():
         obj = decode_any(text) if text is not None else None
         for key, value in (obj.items() if isinstance(obj, dict) else ()):
+            if isinstance(value, int) and abs(value) > _FLOAT_MAX:
+                continue  # an integer beyond Float64 (400 digits) is no series value: float() would raise
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 eids.append(eid)
                 series.append(str(key))
