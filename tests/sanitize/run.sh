@@ -11,6 +11,7 @@
 # Usage: tests/sanitize/run.sh [PYTHON]   (env: TRACEKIT_FUZZ_SECONDS, default 60)
 set -euo pipefail
 PY=${1:-python3}
+case $PY in */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac  # (the tests run from a copy)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ASAN=$(gcc -print-file-name=libasan.so)
 if [ "$ASAN" = libasan.so ] || [ ! -e "$ASAN" ]; then
@@ -25,7 +26,7 @@ SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"
 FLAGS=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1 -g
        -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared)
 for module in tracekit/loader/_scan tracekit/analysis/_paths tracekit/analysis/_slices; do
-  gcc "${FLAGS[@]}" -I"$INCLUDE" -Itracekit/analysis "$WORK/$module.c" -o "$WORK/$module$SUFFIX"
+  gcc "${FLAGS[@]}" -I"$INCLUDE" -I"$WORK/tracekit/analysis" "$WORK/$module.c" -o "$WORK/$module$SUFFIX"
 done
 
 export PYTHONPATH=$WORK PYTHONMALLOC=malloc PYTHONDONTWRITEBYTECODE=1
@@ -42,5 +43,5 @@ for m in (_scan, _paths, _slices):
     assert m.__file__.startswith(os.environ["PYTHONPATH"] + "/"), m.__file__
     print("sanitize: using", m.__file__)
 PY
-"$PY" -m pytest -q -p no:cacheprovider -m "not browser" -s \
+"$PY" -m pytest -q -p no:cacheprovider -m "not browser" -n 2 \
   tests/test_native.py tests/test_slices.py tests/test_longest.py tests/test_hostile.py tests/test_scan_fuzz.py
