@@ -75,9 +75,10 @@ MD_ROWS = 10  # rows of a Markdown report's tables (a pull-request comment) unle
 
 def _renderer(kind: str, top: int | None = None) -> Callable[[Any], str]:
     if kind == "html":
+        from tracekit.caches import templates_folder
         from tracekit.render.html import render_html
 
-        return render_html
+        return partial(render_html, template_cache=templates_folder())  # compiled once, kept
     if kind == "md":
         from tracekit.render.markdown import render_markdown
 
