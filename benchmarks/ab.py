@@ -13,7 +13,7 @@ other's says little. The rounds alternate the order (A B, B A, A B, ...) so that
 both sides alike, and the medians, spreads and the ratio NEW / BASE of the medians are
 printed, with the CPU time (user + system, every thread) of the same span, which a busy
 neighbour inflates less than the wall time. Jobs, each in a fresh process with the
-`tracekit` command's allocator settings:
+`tracekit` command's allocator settings (`tracekit.runtime`; not its collector threshold):
 
   load      tracekit.load(trace, cache=False): seconds of the call
   analyse   the load, then analyse(): seconds of analyse() alone
@@ -47,14 +47,18 @@ REPORTS = {"report": "--no-cache", "first": "--cache", "cached": "--cache"}  # r
 JOB = r'''
 import json, resource, sys, time
 job, path = sys.argv[1], sys.argv[2]
-import tracekit.allocator as allocator
-# the command's settings for this trace and job (older trees: one setting for every size,
-# or for every job)
-size = [allocator.trace_bytes([path])] if hasattr(allocator, "trace_bytes") else []
-if hasattr(allocator, "analyses"):
-    allocator.configure(*size, analyses=job != "load")
-else:
-    allocator.configure(*size)
+# the command's settings for this trace and job (older trees: `tracekit.allocator`, with one
+# setting for every size, or for every job)
+try:
+    import tracekit.runtime as runtime
+    runtime.configure_allocators(runtime.trace_bytes([path]), analyses=job != "load")  # (not the collector)
+except ImportError:
+    import tracekit.allocator as allocator
+    size = [allocator.trace_bytes([path])] if hasattr(allocator, "trace_bytes") else []
+    if hasattr(allocator, "analyses"):
+        allocator.configure(*size, analyses=job != "load")
+    else:
+        allocator.configure(*size)
 import tracekit
 import tracekit.loader
 import polars  # (the loader imports it only when it reads: not part of the timed call)

@@ -4,7 +4,7 @@
 
 Runs `tracekit report TRACE --no-cache` in this process, with the command's allocator
 settings, while a thread samples the process's RSS and jemalloc's active bytes (the pages
-Polars holds, `tracekit.jemalloc.active_bytes`) every `--interval` ms. Prints the highest
+Polars holds, `jemalloc_stats.active_bytes`) every `--interval` ms. Prints the highest
 of each while each analysis step ran (two run at once, one per thread: a step's figures
 are the process's, its neighbour's included), while the trace loaded (before the first
 step) and after the last (the findings and the report), and the moment of the peak with
@@ -44,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.trace).exists():
         print(f"trace not found: {args.trace}", file=sys.stderr)
         return 2
-    from tracekit import allocator
+    from tracekit import runtime
 
-    allocator.configure(allocator.trace_bytes([args.trace]), True)  # before Polars is imported
-    from tracekit import analyse, jemalloc
+    runtime.configure(["report", args.trace])  # as the command does, before Polars is imported
+    import jemalloc_stats as jemalloc
+
+    from tracekit import analyse
     from tracekit.cli.main import main as cli
 
     start = time.perf_counter()

@@ -12,7 +12,7 @@ neighbour stretches the wall time more than the work.
 Ways:
   tracekit          tracekit.load(path): the native scanner, a second thread for large traces
   tracekit-cli      the same with the allocator settings of the `tracekit` command
-                    (tracekit.allocator: freed memory handed back promptly)
+                    (tracekit.runtime: freed memory handed back promptly)
   tracekit-serial   tracekit.load(path, workers=0): one thread decodes
   tracekit-python   the Python path only (TRACEKIT_NATIVE=0), with its helper process
   tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
@@ -58,9 +58,9 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 t_import = time.perf_counter()
-if way == "tracekit-cli":  # the allocator settings the command line uses for this trace (tracekit.allocator)
-    import tracekit.allocator
-    tracekit.allocator.configure(tracekit.allocator.trace_bytes([path]), analyses=False)  # a load only
+if way == "tracekit-cli":  # the settings the command line uses for this trace (tracekit.runtime)
+    import tracekit.runtime
+    tracekit.runtime.configure_allocators(tracekit.runtime.trace_bytes([path]), analyses=False)  # a load only
 if way == "tracekit-python":
     import os
     os.environ["TRACEKIT_NATIVE"] = "0"

@@ -44,7 +44,6 @@ def test_same_report_on_one_thread_or_two_and_in_phases(trace, monkeypatch):
 def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkeypatch, phased):
     """On large traces the gaps start once the critical path has let its graph go: after a
     slow graph, and before the rest of the path (its segments and summary) is done."""
-    import threading
 
     from tracekit.analysis import critical_path as cp_module
 
@@ -86,7 +85,6 @@ def test_heaviest_wait_for_the_critical_path_graph_on_large_traces(trace, monkey
 def test_a_failed_critical_path_does_not_hold_the_gaps_back(trace, monkeypatch, where):
     """The gaps wait for the path's graph to go; a path that fails (a note) or whose links
     fail (an error) never lets one go, and the gaps must not wait for ever."""
-    import threading
 
     from tracekit.analysis import critical_path as cp_module
 
@@ -154,7 +152,6 @@ def test_the_analyses_and_report_leave_constant_columns_constant(name):
 def test_run_all_starts_a_later_task_first_once_ready():
     """`_run_all`: a `later` task waits for `ready`, then goes before every task not yet
     started; results come back by name, in order."""
-    import threading
 
     ready, started = threading.Event(), []
 
@@ -183,7 +180,6 @@ def test_run_all_starts_a_later_task_first_once_ready():
 
 
 def test_run_all_never_waits_for_a_ready_that_no_task_sets():
-    import threading
 
     never = threading.Event()
     done = A._run_all({"a": lambda: 1}, workers=2, later={"b": lambda: 2}, ready=never)
@@ -191,7 +187,6 @@ def test_run_all_never_waits_for_a_ready_that_no_task_sets():
 
 
 def test_run_all_raises_the_first_failure_in_order_after_every_task():
-    import threading
 
     ended = []
 
@@ -206,84 +201,3 @@ def test_run_all_raises_the_first_failure_in_order_after_every_task():
         A._run_all({"first": fail("first"), "second": fail("second"), "ok": lambda: ended.append("ok")}, workers=2,
                    later={"late": lambda: ended.append("late")}, ready=threading.Event())
     assert sorted(ended) == ["first", "late", "ok", "second"]
-
-
-def test_large_traces_trim_glibcs_heap_while_they_are_analysed(monkeypatch):
-    """`bounded_memory`: on, a thread trims every `TRIM_EVERY_S` while the block runs and
-    once at its end, then stops; off, nothing; inside another block, nothing more."""
-    from tracekit import allocator
-
-    calls = []
-    monkeypatch.setattr(allocator, "trim_heap", lambda: calls.append(time.monotonic()))
-    monkeypatch.setattr(A, "TRIM_EVERY_S", 0.02)
-    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
-    with A.bounded_memory(False):
-        time.sleep(0.1)
-    assert calls == []
-    start = time.monotonic()
-    with A.bounded_memory(True):
-        with A.bounded_memory(True):  # (nested: the outer block's thread alone)
-            time.sleep(0.2)
-        assert len([t for t in threading.enumerate() if t.name == "tracekit-trim"]) == 1
-    took = time.monotonic() - start
-    inside = len(calls)
-    assert 2 <= inside <= took / 0.02 + 1  # every 0.02 s at most while the block ran, and once at its end
-    assert calls[-1] >= start + 0.2  # (the last: at the end)
-    time.sleep(0.1)
-    assert len(calls) == inside  # stopped with the block
-    assert not [t for t in threading.enumerate() if t.name == "tracekit-trim"]
-
-
-def test_blocks_on_two_threads_share_one_trimming_thread_until_the_last_ends(monkeypatch):
-    """Two analyses at once (threads): one trimming thread, which outlives the block that
-    started it while the other still runs, and stops with that one."""
-    from tracekit import allocator
-
-    monkeypatch.setattr(allocator, "trim_heap", lambda: None)
-    monkeypatch.setattr(allocator, "cap_dirty", lambda: False)
-    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
-
-    def trimming() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "tracekit-trim"]
-
-    entered, release = threading.Event(), threading.Event()
-
-    def second() -> None:
-        with A.bounded_memory(True):
-            entered.set()
-            release.wait(5)
-
-    other = threading.Thread(target=second)
-    with A.bounded_memory(True):
-        other.start()
-        assert entered.wait(5)
-        assert len(trimming()) == 1
-    assert len(trimming()) == 1  # the first block ended, the second still runs
-    release.set()
-    other.join()
-    assert trimming() == []
-
-
-def test_jemallocs_freed_pages_are_capped_only_under_the_commands_settings(monkeypatch):
-    """`bounded_memory` asks `allocator.cap_dirty` every `DIRTY_EVERY_S`, which purges
-    jemalloc's freed pages past `DIRTY_CAP_BYTES` only when `configure` chose its settings."""
-    from tracekit import allocator, jemalloc
-
-    dirty = {"bytes": 0}
-    purged = []
-    monkeypatch.setattr(jemalloc, "dirty_bytes", lambda: dirty["bytes"])
-    monkeypatch.setattr(jemalloc, "purge", lambda: purged.append(dirty["bytes"]) or True)
-    monkeypatch.setattr(allocator, "_OURS", False)
-    dirty["bytes"] = allocator.DIRTY_CAP_BYTES * 2
-    assert allocator.cap_dirty() is False and purged == []  # a user's settings: left alone
-    monkeypatch.setattr(allocator, "_OURS", True)
-    dirty["bytes"] = allocator.DIRTY_CAP_BYTES
-    assert allocator.cap_dirty() is False and purged == []  # at the cap: kept
-    dirty["bytes"] = allocator.DIRTY_CAP_BYTES + 1
-    assert allocator.cap_dirty() is True and purged == [allocator.DIRTY_CAP_BYTES + 1]
-    calls = []
-    monkeypatch.setattr(allocator, "cap_dirty", lambda: calls.append(1))
-    monkeypatch.setattr(A, "DIRTY_EVERY_S", 0.01)
-    with A.bounded_memory(True):
-        time.sleep(0.15)
-    assert 5 <= len(calls) <= 16

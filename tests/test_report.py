@@ -149,30 +149,32 @@ def test_real_qwen_report_hides_the_token_and_fits():
 
 
 def test_compiled_templates_are_kept_and_a_bad_cache_costs_only_the_compiling(tmp_path, monkeypatch, decode_report):
+    from tracekit.caches import templates_folder
     from tracekit.render import html
 
     _, r = decode_report
     expected = render_html(r)
     kept = tmp_path / "xdg" / "tracekit" / "templates"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert templates_folder() == kept  # the command's folder (`tracekit report`)
     html.environment.cache_clear()  # a fresh process's environment: nothing compiled yet
     try:
-        assert render_html(r) == expected
+        assert render_html(r) == expected and not kept.exists()  # no folder given: nothing written
+        assert render_html(r, template_cache=kept) == expected
         entries = sorted(kept.iterdir())
         assert len(entries) == 2 and all(e.suffix == ".jinja" and e.stat().st_size > 1000 for e in entries)  # page, macros
         html.environment.cache_clear()
         compiled = []
         monkeypatch.setattr(html.jinja2.Environment, "_compile",
                             lambda self, source, filename: compiled.append(filename) or compile(source, filename, "exec"))
-        assert render_html(r) == expected and compiled == []  # read back, not compiled
+        assert render_html(r, template_cache=kept) == expected and compiled == []  # read back, not compiled
         for entry in entries:  # damaged entries: compiled again
             entry.write_bytes(entry.read_bytes()[:40])
         html.environment.cache_clear()
-        assert render_html(r) == expected and len(compiled) == 2
-        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))  # not a folder: nothing kept, no error
-        (tmp_path / "a-file").write_text("")
+        assert render_html(r, template_cache=kept) == expected and len(compiled) == 2
+        (tmp_path / "a-file").write_text("")  # not a folder: nothing kept, no error
         html.environment.cache_clear()
-        assert render_html(r) == expected and len(compiled) == 4
+        assert render_html(r, template_cache=tmp_path / "a-file" / "templates") == expected and len(compiled) == 4
     finally:
         html.environment.cache_clear()
 

@@ -2,7 +2,7 @@
 
 The names below are imported on first use, so `import tracekit` (and the CLI's start)
 does not load Polars before the CLI has set up the memory allocator
-(`tracekit.allocator`).
+(`tracekit.runtime`, which the library never imports).
 """
 
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError, UsageError

@@ -11,11 +11,8 @@ more than half the machine's memory; `AnalysisOptions.workers` decides instead; 
 traces the heaviest start once the critical path has let its graph go, before any analysis
 not yet started). The critical path's what-ifs are computed as soon as the path is found,
 and its dependency graph is then let go, before the path's contexts and summary, unless
-`AnalysisOptions.keep_graph`. While the analyses of a large trace run, glibc's free heap
-is handed back every `TRIM_EVERY_S` (`allocator.trim_heap`: the C passes' columns come
-from it): on the 1 GB trace the report peaked at 0.950x (1,872 against 1,970 MB, 6
-alternating rounds) in 1.014x the time. jemalloc's freed pages go back too, past a cap
-(`bounded_memory`).
+`AnalysisOptions.keep_graph`. Nothing here changes the process's state (allocators,
+collector, threads left running): the `tracekit` command sets those (`tracekit.runtime`).
 """
 
 from __future__ import annotations
@@ -25,15 +22,13 @@ import os
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import polars as pl
 
-from tracekit import allocator
 from tracekit.analysis import taxonomy
 from tracekit.analysis.attribution import Attribution, attribute
 from tracekit.analysis.breakdown import Breakdown, breakdown
@@ -194,8 +189,7 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
     # on large traces the heaviest start once the critical path's graph is gone, before any
     # task not yet started (see `workers_for`)
     heavy = {name: tasks.pop(name) for name in HEAVY} if large(trace) else {}
-    with bounded_memory(large(trace)):
-        done = _run_all(steps.wrap(tasks), workers=workers, later=steps.wrap(heavy), ready=graph_gone)
+    done = _run_all(steps.wrap(tasks), workers=workers, later=steps.wrap(heavy), ready=graph_gone)
     path, whatifs = done.pop("critical_path")
     step_bounds, step_timeline = done.pop("step_timeline")
     extra = {"critical_path": path, **{name: done.pop(name) for name in ("attention", "roofline")}}
@@ -215,58 +209,6 @@ def _analyse(trace: Trace, opts: AnalysisOptions, steps: _Steps,
                     notes=[n for name in OPTIONAL for n in notes[name]])
 
 
-@contextmanager
-def bounded_memory(on: bool) -> Iterator[None]:
-    """While the block runs (and `on`: a large trace's analyses, `large`, and the report
-    made of them), a thread hands glibc's free heap back every `TRIM_EVERY_S` seconds
-    (`allocator.trim_heap`, a few ms each), and jemalloc's freed pages every `DIRTY_EVERY_S`
-    when it keeps more than the cap (`allocator.cap_dirty`: only with the `tracekit`
-    command's settings). One thread serves every block running at once (blocks on other
-    threads, or inside another): it starts with the first and stops with the last.
-
-    The cap: at the 1 GB report's peaks jemalloc kept 0.03-0.43 GiB of freed pages (its
-    decay holds them 200 ms; the most after the graph's sort and beside the attribution).
-    With a 64 MiB cap the report peaked at a median 1,421 MB against 1,474 (1,387-1,427
-    against 1,468-1,490) in 1.048x the time (4 alternating rounds, `benchmarks/ab.py HEAD
-    --job report`): the pages handed back are faulted in again. A 128 MiB cap: 1,440 MB
-    (1,404-1,478) in 1.033x."""
-    if not on:
-        yield
-        return
-    with _BOUNDED_LOCK:
-        _BOUNDED["blocks"] += 1
-        if _BOUNDED["blocks"] == 1:
-            stop = threading.Event()
-            thread = threading.Thread(target=_bound, args=(stop,), name="tracekit-trim", daemon=True)
-            _BOUNDED.update(stop=stop, thread=thread)
-            thread.start()
-    try:
-        yield
-    finally:
-        with _BOUNDED_LOCK:
-            _BOUNDED["blocks"] -= 1
-            last = None if _BOUNDED["blocks"] else (_BOUNDED.pop("stop"), _BOUNDED.pop("thread"))
-        if last is not None:
-            last[0].set()
-            last[1].join()
-            allocator.trim_heap()
-
-
-def _bound(stop: threading.Event) -> None:
-    """`bounded_memory`'s thread, until `stop` is set."""
-    ticks = max(1, round(TRIM_EVERY_S / DIRTY_EVERY_S))
-    n = 0
-    while not stop.wait(DIRTY_EVERY_S):
-        n += 1
-        allocator.cap_dirty()
-        if n % ticks == 0:
-            allocator.trim_heap()
-
-
-_BOUNDED: dict[str, Any] = {"blocks": 0}  # `bounded_memory` blocks running, and their thread while any is
-_BOUNDED_LOCK = threading.Lock()
-
-
 def _links(trace: Trace) -> pl.DataFrame:
     """The GPU work with its launch call and op (`links.gpu_links` on the shared op tree and
     launch calls): computed once inside `sharing()`, by the first analysis that asks."""
@@ -277,8 +219,6 @@ OPTIONAL = ("critical_path", "attention", "roofline", "findings", "whatifs")
 HEAVY = ("gaps",)  # needs several times the frames at its peak (see workers_for)
 PHASED_BYTES = 300_000_000  # from these frames on (`_frames_bytes`; about 500 MB of JSON), HEAVY wait for the path's graph
 WORKERS = 2
-TRIM_EVERY_S = 0.25  # on large traces, glibc's free heap goes back this often (`bounded_memory`)
-DIRTY_EVERY_S = 0.05  # and jemalloc's freed pages are looked at this often (`allocator.cap_dirty`)
 # the process's peak with two threads, in multiples of `_frames_bytes` (set when that counted every
 # column and the flows too, 0.75x as much on the 1 GB trace, at 10: 9.4x at 250 MB, 8x at 1 GB)
 MEMORY_FACTOR = 13

@@ -152,11 +152,15 @@ class Loading:
 def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,
                   status: Status | None = None,
                   before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
-    """`analyse` for a command: the analysis is cached when the trace is (`wants_cache`)."""
-    from tracekit.analyse import analyse
+    """`analyse` for a command: the analysis is cached when the trace is (`wants_cache`); a
+    large trace's glibc heap is trimmed meanwhile (`runtime.trimming`)."""
+    from tracekit.analyse import analyse, large
+    from tracekit.runtime import trimming
 
     progress = status.analysing if status is not None else None
-    return analyse(trace, options=options, progress=progress, cache=wants_cache(path), before_findings=before_findings)
+    with trimming(large(trace)):
+        return analyse(trace, options=options, progress=progress, cache=wants_cache(path),
+                       before_findings=before_findings)
 
 
 def wants_cache(path: str, cache: bool | None = None) -> bool:

@@ -6,7 +6,6 @@ Sub-commands live in their own modules and are imported only when used, so
 
 from __future__ import annotations
 
-import gc
 import importlib
 import io
 import os
@@ -15,17 +14,9 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tracekit import allocator
+from tracekit import runtime
 
-allocator.configure(allocator.trace_bytes(sys.argv[1:]),  # before anything imports Polars
-                    allocator.analyses(sys.argv[1:]))
-# A command makes a few hundred thousand container objects that live until it exits
-# (modules, frames' metadata, the report model, compiled templates) and little cyclic
-# garbage. With Python's default threshold (700 allocations) the cycle collector ran 150
-# times during the 54 MB trace's report, 60 ms in all, walking the same live objects again;
-# from 20,000 it ran 20 times, 27 ms.
-GC_THRESHOLD = 20_000
-gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+runtime.configure(sys.argv[1:])  # the allocators and the collector, before anything imports Polars
 
 import click
 

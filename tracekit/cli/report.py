@@ -13,6 +13,7 @@ from tracekit.atomic import check_output, write_output
 from tracekit.cli.common import Loading, analyse_trace, format_from, trace_arg
 from tracekit.cli.options import full_path_opt, no_redact_opt
 from tracekit.cli.progress import Status, progress_opt
+from tracekit.runtime import trimming
 
 FORMATS = ("html", "json", "md")
 
@@ -52,7 +53,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         loaded = loading.result()
         check_zoom(loaded, zoom)
         # (a large trace's memory kept in bounds through the report's build too)
-        with tracekit.analyse.bounded_memory(tracekit.analyse.large(loaded)), Builder(options) as builder:
+        with trimming(tracekit.analyse.large(loaded)), Builder(options) as builder:
             analysis = analyse_trace(loaded, trace, options=options.analysis, status=status,
                                      before_findings=builder.start)
             status.step("building the report")
@@ -74,9 +75,10 @@ MD_ROWS = 10  # rows of a Markdown report's tables (a pull-request comment) unle
 
 def _renderer(kind: str, top: int | None = None) -> Callable[[Any], str]:
     if kind == "html":
+        from tracekit.caches import templates_folder
         from tracekit.render.html import render_html
 
-        return render_html
+        return partial(render_html, template_cache=templates_folder())  # compiled once, kept
     if kind == "md":
         from tracekit.render.markdown import render_markdown
 

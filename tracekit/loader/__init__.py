@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit import allocator, cache_writes
+from tracekit import cache_writes
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader import cache as _cache
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
 from tracekit.loader.workers import json_bytes, make_helper
+from tracekit.sizes import trace_bytes
 
 if TYPE_CHECKING:
     from tracekit.model import Trace
@@ -93,7 +94,7 @@ WRITE_NOW_BYTES = 500 * 10**6
 
 
 def _writes_now(path: str | os.PathLike[str]) -> bool:
-    size = allocator.trace_bytes([os.fspath(path)])
+    size = trace_bytes([os.fspath(path)])
     return size is None or size >= WRITE_NOW_BYTES
 
 
@@ -157,7 +158,6 @@ def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bo
     finally:
         if helper is not None:
             helper.close()
-    allocator.release()  # the text and chunk buffers are gone: give their memory back before the build
     return result
 
 

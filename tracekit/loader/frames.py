@@ -14,7 +14,6 @@ from typing import Any
 
 import polars as pl
 
-from tracekit import allocator
 from tracekit import format as fmt
 from tracekit.loader.chrome import pair_spans
 from tracekit.loader.columns import EMPTY_SCHEMAS, Parts, empty_part, slices_by_frame, thread_key
@@ -145,8 +144,6 @@ def build_frames(frames: Frames, notes: Notes) -> dict[str, pl.DataFrame]:
         ordered = not extra.get(name) and frames.in_file_order(name)
         lf = pl.concat([frames.take(name), *extra.get(name, [])], how="vertical")
         done[name] = constant_columns(_sorted(lf, name, in_file_order=ordered).collect(engine=ENGINE))
-        allocator.purge()  # this frame's parts are gone: their pages now, not after jemalloc's decay
-        allocator.trim_heap()  # and the scanner's buffers they held (glibc's), which jemalloc cannot reuse
     done["counters"] = counters_frame(frames.take("counters").collect(engine=ENGINE))
     return {name: done[name] for name in SCHEMAS if name != "warnings"}
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracekit import allocator
 from tracekit.errors import TraceFormatError
 from tracekit.loader.batch import Batch, empty_batch, piece_batch
 from tracekit.loader.events import PieceError
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 
 CHUNK_BYTES = 4 * 1024 * 1024
 HELPER_QUEUE = 3  # chunks handed to the helper ahead of its work
-TRIM_EVERY = 2  # chunks turned into parts between two `allocator.trim()`
 INGEST_QUEUE = 2  # batches waiting for Polars (each holds about a chunk's worth of columns)
 WARMUP_QUEUE = 8  # the same while the ingest thread imports Polars
 RECUT_TRIES = 6  # a chunk cut in the wrong place is cut again this often, then read whole
@@ -93,8 +91,6 @@ class Ingest:
                 if self._error is None and chunk_parts is not None:
                     index, batch = item
                     self.parts[index] = chunk_parts(read_batch(batch))
-                    if index % TRIM_EVERY == TRIM_EVERY - 1:
-                        allocator.trim()
             except Exception as exc:  # noqa: BLE001 (re-raised in the main thread)
                 self._error = exc
             finally:

@@ -20,21 +20,27 @@ import jinja2.bccache
 from reports import TEMPLATES
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+@lru_cache(maxsize=4)
+def environment(template_cache: Path | None = None) -> jinja2.Environment:
+    """The templates' environment; with `template_cache`, a folder that keeps them compiled
+    (`_CompiledTemplates`), else they are compiled in memory and nothing is written."""
     loader = jinja2.FunctionLoader(_template_source)
+    compiled = _CompiledTemplates(template_cache) if template_cache is not None else None
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              bytecode_cache=_CompiledTemplates())
+                              bytecode_cache=compiled)
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
-    """The templates compiled to Python bytecode, kept in the cache folder's `templates`
-    (`$XDG_CACHE_HOME/tracekit`, else `~/.cache/tracekit`), as Python keeps its modules'
-    in `__pycache__`: compiling them took 40-50 ms of each process's first report. An entry
+    """The templates compiled to Python bytecode, kept in `folder` (the command gives
+    `tracekit.caches.templates_folder()`), as Python keeps its modules' in `__pycache__`:
+    compiling them takes tens of ms of each process's first report. An entry
     is keyed by the template's name and source (and Jinja's and Python's versions), so an
     edited template compiles afresh. A folder that cannot be read or written costs only
     the compiling."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
@@ -55,11 +61,8 @@ class _CompiledTemplates(jinja2.BytecodeCache):
             with contextlib.suppress(OSError):  # (not there, or no folder to be in)
                 temp.unlink()
 
-    @staticmethod
-    def _path(bucket: jinja2.bccache.Bucket) -> Path:
-        from tracekit.loader.cache import cache_dir
-
-        return cache_dir() / "templates" / f"{bucket.key}.jinja"
+    def _path(self, bucket: jinja2.bccache.Bucket) -> Path:
+        return self.folder / f"{bucket.key}.jinja"
 
 
 def _template_source(name: str) -> str:
@@ -71,14 +74,16 @@ def csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(digest).decode("ascii")
 
 
-def render_page(template: str, **context: Any) -> str:
-    """Render a page template with the shared stylesheet and script inlined under the CSP."""
+def render_page(template: str, *, template_cache: str | os.PathLike[str] | None = None, **context: Any) -> str:
+    """Render a page template with the shared stylesheet and script inlined under the CSP
+    (`template_cache`: a folder that keeps the templates compiled; None: nothing written)."""
     style = _template_source("report.css")
     script = _template_source("report.js")
-    return environment().get_template(template).render(
+    folder = Path(template_cache) if template_cache is not None else None
+    return environment(folder).get_template(template).render(
         style=style, script=script, style_hash=csp_hash(style), script_hash=csp_hash(script), **context
     )
 
 
-def render_html(report: Any) -> str:
-    return render_page("report.html.j2", report=report)
+def render_html(report: Any, *, template_cache: str | os.PathLike[str] | None = None) -> str:
+    return render_page("report.html.j2", template_cache=template_cache, report=report)

@@ -1,19 +1,11 @@
-"""Hand the pages jemalloc keeps after a free back to the system, now; and count the
-pages it has handed out (`active_bytes`).
+"""jemalloc's own count of the pages Polars holds (`active_bytes`), for the benchmarks only.
 
-Polars allocates with jemalloc, which keeps freed pages for `dirty_decay_ms` (500 ms by
-Polars' default) before it returns them. A load frees its chunk parts while it builds
-the frames, so with that decay a script's peak held both. jemalloc can be told to purge
-at once (`mallctl("arena.<all>.purge")`), but Polars does not export `mallctl`: the
-function is found here by name in the symbol table of Polars' shared library, and placed by
-an exported function of the same library whose address the dynamic loader gives.
-
-Anything unexpected (not Linux, not a 64-bit little-endian ELF, no symbol table, no such
-symbol, an address outside the library's code, a `version` answer that is not jemalloc 5)
-leaves `purge` a no-op. The lookup reads
-the library's symbol table once per process, from its end, where jemalloc's names are
-(a millisecond or two on this machine; the whole table, 40 MB, would take 20 ms).
-`TRACEKIT_JEMALLOC_PURGE=0` turns it off.
+Polars allocates with jemalloc but does not export `mallctl`: it is found here by name in
+the symbol table of Polars' shared library, and placed by an exported function of the same
+library whose address the dynamic loader gives. Anything unexpected (not Linux, not a
+64-bit little-endian ELF, no symbol table, no such symbol, an address outside the
+library's code, a `version` answer that is not jemalloc 5) gives None. tracekit itself
+never looks it up.
 """
 
 from __future__ import annotations
@@ -26,9 +18,7 @@ import threading
 from collections.abc import Callable
 
 SYMBOL = b"_rjem_mallctl"  # jemalloc's mallctl as Rust's tikv-jemallocator names it
-PURGE = b"arena.4096.purge"  # every arena (4096: MALLCTL_ARENAS_ALL)
 ACTIVE = b"stats.arenas.4096.pactive"  # pages in use, every arena together
-DIRTY = b"stats.arenas.4096.pdirty"  # freed pages kept (until the decay hands them back)
 STEP = 1 << 20  # bytes of the file read at a time
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
@@ -37,28 +27,6 @@ STT_FUNC = 2
 MallCtl = Callable[[bytes, object, object, object, int], int]
 _resolved: list[MallCtl | None] = []  # [mallctl or None] once Polars' library was looked at
 _lock = threading.Lock()
-
-
-def purge() -> bool:
-    """Return jemalloc's freed pages to the system; False when that cannot be done here."""
-    mallctl = _mallctl()
-    if mallctl is None:
-        return False
-    return mallctl(PURGE, None, None, None, 0) == 0
-
-
-def dirty_bytes() -> int | None:
-    """The bytes of the freed pages jemalloc keeps (its dirty pages, every arena:
-    `stats.arenas.<all>.pdirty`), which its decay hands back in time; None where `mallctl`
-    cannot be found."""
-    return _pages(DIRTY)
-
-
-def purge_over(limit: int) -> bool:
-    """Purge (`purge`) when jemalloc keeps more than `limit` bytes of freed pages; whether
-    it did."""
-    dirty = dirty_bytes()
-    return dirty is not None and dirty > limit and purge()
 
 
 def _pages(name: bytes) -> int | None:
@@ -84,7 +52,7 @@ def active_bytes() -> int | None:
     where jemalloc was built without its statistics, as Polars' is). Unlike RSS it does not
     count the freed pages jemalloc keeps for a while, so it does not move with the
     allocator's timing; it does count pages handed out and not touched yet, which RSS does
-    not. None where `mallctl` cannot be found (as for `purge`).
+    not. None where `mallctl` cannot be found.
 
     The benchmarks read it to say what each result and each step holds
     (`benchmarks/phases.py`)."""
@@ -97,7 +65,7 @@ def _mallctl() -> MallCtl | None:
     if _resolved:
         return _resolved[0]
     try:
-        if os.environ.get("TRACEKIT_JEMALLOC_PURGE", "1") == "0" or not sys.platform.startswith("linux"):
+        if not sys.platform.startswith("linux"):
             return None
         library = _polars_library()
         if library is None:  # not imported yet: look again next time
@@ -106,10 +74,10 @@ def _mallctl() -> MallCtl | None:
             if not _resolved:
                 try:
                     _resolved.append(_resolve(library))
-                except Exception:  # noqa: BLE001 (a file not as expected: no purge, never a failed load)
+                except Exception:  # noqa: BLE001 (a file not as expected: no figure)
                     _resolved.append(None)
         return _resolved[0]
-    except Exception:  # noqa: BLE001 (an odd sys.modules or environment: no purge)
+    except Exception:  # noqa: BLE001 (an odd sys.modules or environment: no figure)
         return None
 
 

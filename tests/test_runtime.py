@@ -1,16 +1,21 @@
-"""The command line sets the allocators up before Polars loads; a library import does not."""
+"""The command sets the allocators and the collector up before Polars loads (`tracekit.runtime`);
+the library (`tracekit.load`, `analyse`) changes no process state."""
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import platform
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from tracekit import allocator
+from tracekit import runtime
+from tracekit.runtime import allocator, trim
 
 PROBE = ("import os, sys; {imports}; "
          "print('polars' in sys.modules, os.environ.get('_RJEM_MALLOC_CONF', '-'))")
@@ -54,12 +59,12 @@ def test_trace_bytes_reads_the_gzip_trailer(tmp_path):
     packed.write_bytes(gzip.compress(text))
     plain = tmp_path / "t.json"
     plain.write_bytes(text)
-    assert allocator.trace_bytes(["report", str(packed)]) == len(text)
-    assert allocator.trace_bytes([str(packed), str(plain), "--top", "5"]) == 2 * len(text)
+    assert runtime.trace_bytes(["report", str(packed)]) == len(text)
+    assert runtime.trace_bytes([str(packed), str(plain), "--top", "5"]) == 2 * len(text)
     lying = tmp_path / "wrapped.json.gz"  # a trailer smaller than the file: the size wrapped past 4 GiB
     lying.write_bytes(b"\x1f\x8b" + b"\0" * 100 + (10).to_bytes(4, "little"))
-    assert allocator.trace_bytes([str(lying)]) is None
-    assert allocator.trace_bytes(["--help"]) is None
+    assert runtime.trace_bytes([str(lying)]) is None
+    assert runtime.trace_bytes(["--help"]) is None
     assert allocator.jemalloc_settings(None) == allocator.ANALYSIS_JEMALLOC
     assert allocator.jemalloc_settings(None, analyses=False) == allocator.JEMALLOC
     assert allocator.jemalloc_settings(allocator.SMALL_TRACE_BYTES - 1) == SMALL
@@ -100,7 +105,7 @@ def test_library_import_changes_nothing():
 
 
 def test_configure_after_polars_says_so():
-    assert probe("import polars, tracekit.allocator as a; print(a.configure())").splitlines()[0] == "False"
+    assert probe("import polars, tracekit.runtime as r; print(r.configure([]))").splitlines()[0] == "False"
 
 
 ARENAS = ("import ctypes, sys, threading; {imports}; "
@@ -125,35 +130,10 @@ def test_cli_keeps_glibc_to_one_arena_unless_told_otherwise():
     assert arenas("import tracekit.cli.main", MALLOC_ARENA_MAX="2") == 2  # the user's setting wins
 
 
-PURGES = ("import polars as pl; from tracekit import allocator, jemalloc; allocator.purge(); "
-          "print(len(jemalloc._resolved))")
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the purge needs /proc/self/maps")
-def test_a_script_purges_and_the_command_keeps_its_chosen_decay():
-    assert probe(PURGES).splitlines()[0] == "1"  # looked jemalloc up (and purged)
-    configured = "from tracekit import allocator as a; a.configure(10**6); " + PURGES
-    assert probe(configured).splitlines()[0] == "0"  # the decay was chosen: left alone
-    assert probe(PURGES, _RJEM_MALLOC_CONF="dirty_decay_ms:0").splitlines()[0] == "0"  # the user's choice
-    assert probe(PURGES, MALLOC_ARENA_MAX="2").splitlines()[0] == "0"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
-def test_trim_is_left_to_chosen_allocators(monkeypatch):
-    calls = []
-    monkeypatch.setattr(allocator, "_glibc", lambda name, *args: calls.append(name))
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    monkeypatch.setattr(allocator, "_users_jemalloc", lambda: None)
-    allocator.trim()
-    monkeypatch.setattr(allocator, "_users_jemalloc", lambda: allocator.JEMALLOC)  # as `configure` leaves it
-    allocator.trim()
-    assert calls == ["malloc_trim"]
-
-
 # 300 blocks of 1 MiB freed below a live one: glibc keeps them (RSS in MiB before and after a trim)
 HEAP = """
 import os
-from tracekit import allocator
+from tracekit.runtime import allocator
 rss = lambda: int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') >> 20
 first = bytearray(1 << 20); del first  # (raises glibc's mmap threshold past 1 MiB: the rest go on the heap)
 blocks = [bytearray(1 << 20) for _ in range(300)]
@@ -166,10 +146,106 @@ print(before, rss())
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
-def test_trim_heap_hands_glibcs_free_heap_back_whoever_chose_the_allocators():
-    for env in ({}, {"MALLOC_ARENA_MAX": "1"}):  # (as the command leaves it: `trim` would not)
+def test_trim_heap_hands_glibcs_free_heap_back_whatever_the_arenas():
+    for env in ({}, {"MALLOC_ARENA_MAX": "1"}):  # (as the command leaves it)
         clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
         out = subprocess.run([sys.executable, "-c", HEAP], capture_output=True, text=True, check=True,
                              env={**clean, **env})
         before, after = map(int, out.stdout.split())
         assert before - after >= 250, env  # the 300 MiB freed went back
+
+
+def test_cli_raises_the_collectors_threshold_and_the_library_does_not():
+    show = "import gc; {imports}; print(gc.get_threshold()[0])"
+    clean = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+
+    def threshold(imports: str) -> int:
+        out = subprocess.run([sys.executable, "-c", show.format(imports=imports)], capture_output=True, text=True,
+                             check=True, env=clean)
+        return int(out.stdout.strip())
+
+    assert threshold("import tracekit.cli.main") == runtime.GC_THRESHOLD
+    assert threshold("import tracekit") == 700  # Python's default
+
+
+# What the runtime could change, before and after `tracekit.load` + `analyse` of a fixture in a
+# fresh process; the analysis counts as large (`PHASED_BYTES` 0), where a trimming thread
+# would run, and the threads are looked at while it runs (`progress`, on its threads).
+STATE = r"""
+import gc, json, os, sys, threading
+def state():
+    return {"env": {k: os.environ.get(k) for k in ("_RJEM_MALLOC_CONF", "MALLOC_CONF", "MALLOC_ARENA_MAX")},
+            "gc": [list(gc.get_threshold()), gc.isenabled()],
+            "modules": sorted(m for m in sys.modules if m.split(".")[:2] in (["tracekit", "runtime"],
+                              ["tracekit", "allocator"], ["tracekit", "jemalloc"]))}
+import polars  # (Polars writes its own jemalloc defaults as it loads: not tracekit's doing)
+before = state()
+import tracekit, tracekit.analyse
+tracekit.analyse.PHASED_BYTES = 0
+seen = set()
+trace = tracekit.load(sys.argv[1])
+tracekit.analyse.analyse(trace, progress=lambda *_: seen.update(t.name for t in threading.enumerate()))
+after = state()
+print(json.dumps({"before": before, "after": after, "seen": sorted(seen),
+                  "left": sorted(t.name for t in threading.enumerate() if t.is_alive())}))
+"""
+
+
+def test_load_and_analyse_change_no_process_state():
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "kineto_step.json.gz")
+    clean = {k: v for k, v in os.environ.items() if k not in ("_RJEM_MALLOC_CONF", "MALLOC_CONF", "MALLOC_ARENA_MAX")}
+    out = subprocess.run([sys.executable, "-c", STATE, fixture], capture_output=True, text=True, check=True,
+                         env=clean)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["after"] == got["before"]
+    assert got["after"]["modules"] == []  # nothing that sets allocators up was imported
+    assert got["after"]["gc"] == [[700, 10, 10], True]  # Python's defaults, as the process started
+    assert got["seen"] and not [n for n in got["seen"] if "trim" in n]  # no trimming thread while it ran
+    assert got["left"] == ["MainThread"]
+
+
+def trimmers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == trim.THREAD_NAME]
+
+
+def test_trimming_trims_while_the_block_runs_and_stops_with_it(monkeypatch):
+    """On, a thread trims every `TRIM_EVERY_S` while the block runs and once at its end, then
+    stops; off, nothing; inside another block, nothing more."""
+    calls = []
+    monkeypatch.setattr(allocator, "trim_heap", lambda: calls.append(time.monotonic()))
+    monkeypatch.setattr(trim, "TRIM_EVERY_S", 0.02)
+    with runtime.trimming(False):
+        time.sleep(0.1)
+    assert calls == [] and trimmers() == []
+    start = time.monotonic()
+    with runtime.trimming(True):
+        with runtime.trimming(True):  # (nested: the outer block's thread alone)
+            time.sleep(0.2)
+        assert len(trimmers()) == 1
+    took = time.monotonic() - start
+    inside = len(calls)
+    assert 2 <= inside <= took / 0.02 + 1  # every 0.02 s at most while the block ran, and once at its end
+    assert calls[-1] >= start + 0.2  # (the last: at the end)
+    time.sleep(0.1)
+    assert len(calls) == inside and trimmers() == []  # stopped with the block
+
+
+def test_blocks_on_two_threads_share_one_trimming_thread_until_the_last_ends(monkeypatch):
+    monkeypatch.setattr(allocator, "trim_heap", lambda: None)
+    monkeypatch.setattr(trim, "TRIM_EVERY_S", 0.01)
+    entered, release = threading.Event(), threading.Event()
+
+    def second() -> None:
+        with runtime.trimming(True):
+            entered.set()
+            release.wait(5)
+
+    other = threading.Thread(target=second)
+    with runtime.trimming(True):
+        other.start()
+        assert entered.wait(5)
+        assert len(trimmers()) == 1
+    assert len(trimmers()) == 1  # the first block ended, the second still runs
+    release.set()
+    other.join()
+    assert trimmers() == []
