@@ -21,11 +21,11 @@ from click.testing import CliRunner
 from conftest import all_real_traces, real_trace
 
 from tracekit.analysis.attention import analyze_attention
-from tracekit.analysis.attention_compare import compare_attention, variant_label
+from tracekit.analysis.attention.compare import compare_attention, variant_label
 from tracekit.analysis.attention_findings import attention_findings
-from tracekit.analysis.attention_report import attention_section
 from tracekit.cli.main import cli
 from tracekit.model import TEXT
+from tracekit.report.attention import attention_section
 
 US = 1_000
 GEMM_BF16 = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"
@@ -738,7 +738,7 @@ def test_call_without_a_core_keeps_only_its_attention_kernels(tmp_path: Path) ->
 
 def test_projection_leak_check_finds_a_gemm_counted_as_attention(tmp_path: Path) -> None:
     """The invariant check itself: an in-scope GEMM under a linear outside any core is found."""
-    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.attention import calls as ac
     from tracekit.analysis.links import cpu_ops
 
     trace = _module_call(Op("mylib::fused_thing", kernels=(K(FA_PACKAGE, 90 * US),))).load(tmp_path)
@@ -924,7 +924,7 @@ def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
 def _path_share_by_text(result, path) -> dict[str, Any]:
     """`critical_path_share` read row by row from the path's lanes as text: the reference of
     the distinct-lane lookups."""
-    from tracekit.analysis.attention import assign
+    from tracekit.analysis.attention.find import assign
 
     segs = path.segments.with_columns(pl.col("lane").cast(pl.String))
     scope = {e for e, inside in zip(result.events["eid"], result.events["in_scope"]) if inside}
@@ -942,9 +942,9 @@ def _path_share_by_text(result, path) -> dict[str, Any]:
 
 
 def _op_regions_row_by_row(ops: pl.DataFrame, trace: Any) -> pl.DataFrame:
-    """`attention_find.op_regions` with its patterns run on every row: the reference of the
+    """`attention.find.op_regions` with its patterns run on every row: the reference of the
     distinct-name lookup."""
-    from tracekit.analysis import attention_find as af
+    from tracekit.analysis.attention import find as af
 
     rows = ops.with_columns(_kind=af.core_kind(pl.col("name"))).filter(pl.col("_kind").is_not_null())
     flex_py = trace.ops.filter((pl.col("cat") == "python_function") & pl.col("name").str.contains(af.FLEX_PY_RE))
@@ -953,7 +953,7 @@ def _op_regions_row_by_row(ops: pl.DataFrame, trace: Any) -> pl.DataFrame:
 
 
 def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
-    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.attention.find import op_regions
     from tracekit.analysis.links import cpu_ops
 
     b = TraceBuilder(devices=[A100])
@@ -976,7 +976,7 @@ def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
 def test_real_op_regions_look_names_up_as_every_row_would(path: Path) -> None:
     from test_graph import load_cached
 
-    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.attention.find import op_regions
     from tracekit.analysis.links import cpu_ops
 
     trace = load_cached(path)
@@ -992,7 +992,7 @@ def test_real_attention_work_is_attention_kernels_or_a_core(path: Path) -> None:
     kernels of class attention; and no GEMM of a linear/addmm/mm outside a core is in it."""
     from test_graph import load_cached
 
-    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.attention import calls as ac
     from tracekit.analysis.links import cpu_ops
 
     trace = load_cached(path)

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.attention import AttentionResult
+from tracekit.analysis.attention.result import AttentionResult
 
 FUSED = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_cpu_flash", "flash_attn", "flex", "ck", "aiter")
 LIBRARY = {

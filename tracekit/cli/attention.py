@@ -31,7 +31,7 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
         _one(entries[0]["path"], as_json)
         return
     from tracekit.analysis.attention import analyze_attention
-    from tracekit.analysis.attention_compare import (
+    from tracekit.analysis.attention.compare import (
         HEADERS,
         SCOPES,
         compare_attention,
@@ -72,7 +72,7 @@ def _one(path: str, as_json: bool) -> None:
     loading = Loading(path)  # read while the analysis (and Polars) is imported
     from tracekit.analysis.attention import analyze_attention
     from tracekit.analysis.attention_findings import attention_findings
-    from tracekit.analysis.attention_report import attention_section
+    from tracekit.report.attention import attention_section
 
     result = analyze_attention(loading.result())
     findings = attention_findings(result)

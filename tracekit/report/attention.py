@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit import format as fmt
-from tracekit.analysis.attention import AttentionResult
+from tracekit.analysis.attention.result import AttentionResult
 from tracekit.analysis.attention_findings import attention_findings
 
 
