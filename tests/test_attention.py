@@ -915,7 +915,7 @@ def test_real_h100_qwen_flash() -> None:
 def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from capture.cli import capture_command
+    from tracekit.capture.cli import capture_command
 
     out = CliRunner().invoke(
         capture_command,
