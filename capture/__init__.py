@@ -17,8 +17,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from capture.errors import CaptureError
-from capture.settings import CaptureSettings
+from .errors import CaptureError
+from .settings import CaptureSettings
 
 __all__ = [
     "CaptureError",
@@ -43,27 +43,27 @@ def available(need: tuple[str, ...] = ("torch", "transformers")) -> str | None:
 
 def profile(*args: Any, **kwargs: Any) -> Any:
     """Context manager writing a trace of its body; see `capture.session.profile`."""
-    from capture.session import profile as session_profile
+    from .session import profile as session_profile
 
     return session_profile(*args, **kwargs)
 
 
 def capture_model(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Capture one model trace; see `capture.workload.capture_model`."""
-    from capture.workload import capture_model as run
+    from .workload import capture_model as run
 
     return run(*args, **kwargs)
 
 
 def run_sweep(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Capture one trace per attention implementation; see `capture.workload.run_sweep`."""
-    from capture.workload import run_sweep as run
+    from .workload import run_sweep as run
 
     return run(*args, **kwargs)
 
 
 def run_attention_variants(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Run the attention-variants scenario; see `capture.scenarios.run_attention_variants`."""
-    from capture.scenarios import run_attention_variants as run
+    from .scenarios import run_attention_variants as run
 
     return run(*args, **kwargs)

@@ -1,6 +1,6 @@
-"""`python -m capture ...`: the capture command without the rest of tracekit's CLI."""
+"""`python -m tracekit.capture ...`: the capture command without the rest of tracekit's CLI."""
 
-from capture.cli import capture_command
+from .cli import capture_command
 
 if __name__ == "__main__":
-    capture_command(prog_name="python -m capture")
+    capture_command(prog_name="python -m tracekit.capture")

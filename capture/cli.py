@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from capture import available
-from capture.errors import CaptureError
-from capture.presets import DEFAULT_PRESET, PRESETS, model_source
-from capture.settings import (
+from . import available
+from .errors import CaptureError
+from .presets import DEFAULT_PRESET, PRESETS, model_source
+from .settings import (
     ATTN_IMPLEMENTATIONS,
     DEVICES,
     DTYPES,
@@ -23,7 +23,7 @@ from capture.settings import (
     CaptureSettings,
     parse_variants,
 )
-from capture.tracefile import check_trace_path
+from .tracefile import check_trace_path
 
 MODEL_ONLY = ("model", "attn", "mode", "prompt_len", "new_tokens", "warmup")
 SCENARIO_ONLY = ("heads", "seq", "head_dim")
@@ -224,7 +224,7 @@ def _run_model(options: dict[str, Any]) -> None:
     )
     _require(("torch", "transformers"))
     _quiet_transformers()
-    from capture.workload import capture_model, run_sweep
+    from .workload import capture_model, run_sweep
 
     if options["out_dir"]:
         run_sweep(settings, options["out_dir"], variants, report=click.echo, progress=_progress)
@@ -240,7 +240,7 @@ def _run_scenario(options: dict[str, Any]) -> None:
     if options["variants"]:
         variants = parse_variants(options["variants"], SCENARIO_VARIANTS, "attention variant")
     _require(("torch",))
-    from capture.scenarios import run_attention_variants
+    from .scenarios import run_attention_variants
 
     run_attention_variants(
         options["out_dir"],

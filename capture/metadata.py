@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from capture.runtime import gpu_info, host_info, versions
+from .runtime import gpu_info, host_info, versions
 
 METADATA_KEY = "tracekit_capture"
 SCHEMA_VERSION = 1

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from capture.errors import CaptureError
-from capture.presets import model_source, preset_config_kwargs
-from capture.runtime import check_attn_available
+from .errors import CaptureError
+from .presets import model_source, preset_config_kwargs
+from .runtime import check_attn_available
 
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
@@ -35,7 +35,7 @@ def load_model(model: str, attn: str, dtype: torch.dtype, device: torch.device, 
 
 def model_summary(model: str, loaded: Any) -> dict[str, Any]:
     """The model part of the trace metadata for `--model` value `model`."""
-    from capture.metadata import describe_model
+    from .metadata import describe_model
 
     source = model_source(model)
     summary = describe_model(loaded, model if source == "preset" else Path(model).resolve().name)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from capture.errors import CaptureError
+from .errors import CaptureError
 
 # Token ids 0..2 are reserved for pad/bos/eos in every preset; prompts use ids >= 3.
 SPECIAL_TOKENS: dict[str, int] = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}

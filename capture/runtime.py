@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from capture.errors import CaptureError
-from capture.settings import DTYPES
+from .errors import CaptureError
+from .settings import DTYPES
 
 
 def resolve_device(device: str) -> torch.device:

@@ -30,12 +30,12 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import record_function
 
-from capture.errors import CaptureError
-from capture.metadata import base_metadata
-from capture.runtime import dtype_name, resolve_device, resolve_dtype, set_threads, synchronize
-from capture.session import make_profiler
-from capture.settings import SCENARIO_VARIANTS as VARIANTS
-from capture.tracefile import write_json, write_trace
+from .errors import CaptureError
+from .metadata import base_metadata
+from .runtime import dtype_name, resolve_device, resolve_dtype, set_threads, synchronize
+from .session import make_profiler
+from .settings import SCENARIO_VARIANTS as VARIANTS
+from .tracefile import write_json, write_trace
 
 SCENARIO = "attention-variants"
 INDEX_NAME = "index.json"

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity
 
-from capture.annotate import ANNOTATION_NAMES, annotate
-from capture.metadata import METADATA_KEY, attn_implementation, base_metadata, describe_model
-from capture.runtime import cuda_sync_config, dtype_name, synchronize
-from capture.tracefile import check_trace_path, write_trace
+from .annotate import ANNOTATION_NAMES, annotate
+from .metadata import METADATA_KEY, attn_implementation, base_metadata, describe_model
+from .runtime import cuda_sync_config, dtype_name, synchronize
+from .tracefile import check_trace_path, write_trace
 
 
 def make_profiler(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from capture.errors import CaptureError
-from capture.presets import DEFAULT_PRESET
+from .errors import CaptureError
+from .presets import DEFAULT_PRESET
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from capture.errors import CaptureError
+from .errors import CaptureError
 
 TAIL_BYTES = 64 * 1024
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from capture.annotate import ANNOTATION_NAMES, annotate
-from capture.metadata import attn_implementation, base_metadata
-from capture.models import load_model, model_summary
-from capture.presets import model_source
-from capture.runtime import (
+from .annotate import ANNOTATION_NAMES, annotate
+from .metadata import attn_implementation, base_metadata
+from .models import load_model, model_summary
+from .presets import model_source
+from .runtime import (
     check_attn_available,
     dtype_name,
     resolve_device,
@@ -26,9 +26,9 @@ from capture.runtime import (
     set_threads,
     synchronize,
 )
-from capture.session import make_profiler
-from capture.settings import CaptureSettings
-from capture.tracefile import check_trace_path, write_json, write_trace
+from .session import make_profiler
+from .settings import CaptureSettings
+from .tracefile import check_trace_path, write_json, write_trace
 
 INDEX_NAME = "index.json"
 Report = Callable[[str], None]

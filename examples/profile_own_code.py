@@ -12,7 +12,7 @@ import sys
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import capture
+from tracekit import capture
 
 
 def main(out: str) -> None:

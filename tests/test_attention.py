@@ -21,11 +21,10 @@ from click.testing import CliRunner
 from conftest import all_real_traces, real_trace
 
 from tracekit.analysis.attention import analyze_attention
-from tracekit.analysis.attention_compare import compare_attention, variant_label
-from tracekit.analysis.attention_findings import attention_findings
-from tracekit.analysis.attention_report import attention_section
+from tracekit.analysis.attention.compare import compare_attention, variant_label
 from tracekit.cli.main import cli
 from tracekit.model import TEXT
+from tracekit.report.attention import attention_section
 
 US = 1_000
 GEMM_BF16 = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"
@@ -398,10 +397,20 @@ def variants_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def results(variants_dir: Path) -> dict[str, Any]:
+def traces(variants_dir: Path) -> dict[str, Any]:
     import tracekit
 
-    return {v: analyze_attention(tracekit.load(variants_dir / f"{v}.json.gz")) for v in VARIANTS}
+    return {v: tracekit.load(variants_dir / f"{v}.json.gz") for v in VARIANTS}
+
+
+@pytest.fixture(scope="module")
+def results(traces: dict[str, Any]) -> dict[str, Any]:
+    return {v: analyze_attention(t) for v, t in traces.items()}
+
+
+@pytest.fixture(scope="module")
+def found(traces: dict[str, Any], results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v: _findings(traces[v], results[v]) for v in VARIANTS}
 
 
 # -- the article's table -------------------------------------------------------------------
@@ -488,39 +497,46 @@ def test_comparison_reproduces_the_article(results) -> None:
 # -- findings --------------------------------------------------------------------------------
 
 
-def _ids(result) -> set[str]:
-    return {f["id"] for f in attention_findings(result)}
+def _findings(trace, result=None) -> dict[str, Any]:
+    """The registered attention rules alone, as `tracekit attention` runs them, by rule id."""
+    from tracekit.findings import run_findings
+    from tracekit.findings.rules.attention import RULE_IDS
+
+    ran = run_findings(trace, rules=list(RULE_IDS), seed={"attention": result or analyze_attention(trace)})
+    assert not ran.errors
+    return {f.rule: f for f in ran.findings}
 
 
-def test_findings_per_variant(results) -> None:
-    assert _ids(results["eager"]) == {"attention_eager_fusable", "attention_hidden_copy"}
-    assert _ids(results["eager-inplace"]) == {"attention_eager_fusable"}
-    assert _ids(results["sdpa-math"]) == {
+def test_findings_per_variant(found) -> None:
+    assert set(found["eager"]) == {"attention_eager_fusable", "attention_hidden_copy"}
+    assert set(found["eager-inplace"]) == {"attention_eager_fusable"}
+    assert set(found["sdpa-math"]) == {
         "attention_math_backend",
         "attention_fp32_gemm",
         "attention_mask_rebuilt",
     }
-    assert _ids(results["sdpa-efficient"]) == set() and _ids(results["sdpa-flash"]) == set()
-    assert _ids(results["sdpa-cudnn"]) == {"attention_cpu_overhead", "attention_occupancy_misleading"}
+    assert set(found["sdpa-efficient"]) == set() and set(found["sdpa-flash"]) == set()
+    assert set(found["sdpa-cudnn"]) == {"attention_cpu_overhead", "attention_occupancy_misleading"}
 
 
-def test_finding_details(results) -> None:
-    eager = {f["id"]: f for f in attention_findings(results["eager"])}
-    assert "6 → 1" in eager["attention_eager_fusable"]["title"]
-    assert eager["attention_hidden_copy"]["time_lost_ns"] == 3 * 200 * US
-    assert eager["attention_eager_fusable"]["time_lost_ns"] == 3 * (150 + 200 + 180 + 300) * US
-    assert "5 → 1" in attention_findings(results["eager-inplace"])[0]["title"]
-    math = {f["id"]: f for f in attention_findings(results["sdpa-math"])}
-    assert "sdpa_kernel(SDPBackend.MATH)" in math["attention_math_backend"]["advice"]
-    assert "20 kernels" in math["attention_math_backend"]["title"]
-    assert math["attention_fp32_gemm"]["title"].startswith("FP32 upcast")
-    assert math["attention_fp32_gemm"]["time_lost_ns"] == 3 * (110 * 3 + 189) * US
-    cudnn = {f["id"]: f for f in attention_findings(results["sdpa-cudnn"])}
-    assert cudnn["attention_cpu_overhead"]["time_lost_ns"] == 3 * 28 * US
-    assert cudnn["attention_cpu_overhead"]["evidence"][0]["launch_apis"] == "cuLaunchKernelEx"
-    assert cudnn["attention_occupancy_misleading"]["evidence"][0]["theoretical_occupancy"] > 0
-    for f in attention_findings(results["sdpa-math"]):
-        assert set(f) >= {"id", "severity", "title", "time_lost_ns", "evidence", "advice"}
+def test_finding_details(found) -> None:
+    eager = found["eager"]
+    assert "6 → 1" in eager["attention_eager_fusable"].title
+    assert eager["attention_hidden_copy"].time_lost_ns == 3 * 200 * US
+    assert eager["attention_eager_fusable"].time_lost_ns == 3 * (150 + 200 + 180 + 300) * US
+    assert "5 → 1" in found["eager-inplace"]["attention_eager_fusable"].title
+    math = found["sdpa-math"]
+    assert "sdpa_kernel(SDPBackend.MATH)" in math["attention_math_backend"].advice
+    assert "20 kernels" in math["attention_math_backend"].title
+    assert math["attention_fp32_gemm"].title.startswith("FP32 upcast")
+    assert math["attention_fp32_gemm"].time_lost_ns == 3 * (110 * 3 + 189) * US
+    cudnn = found["sdpa-cudnn"]
+    assert cudnn["attention_cpu_overhead"].time_lost_ns == 3 * 28 * US
+    assert cudnn["attention_cpu_overhead"].severity == "low"  # host time: never above low
+    assert [e.note.split(":")[0] for e in cudnn["attention_cpu_overhead"].evidence] == ["sdpa_cudnn"] * 3
+    occupancy = cudnn["attention_occupancy_misleading"]
+    assert occupancy.time_lost_ns == 0 and occupancy.severity == "info"
+    assert occupancy.evidence and all("cudnn" in e.name.lower() for e in occupancy.evidence)
 
 
 def test_rules_registered_with_the_findings_engine(variants_dir: Path) -> None:
@@ -548,23 +564,19 @@ def test_math_reasons_from_inputs(tmp_path: Path) -> None:
         "Concrete Inputs": ["", "", "", "", "0.1", "False", "", "False"],
     }
     em.call([Op(ops[0].name, ops[0].children, args=args)], 1_000 * US)
-    f = next(
-        f
-        for f in attention_findings(analyze_attention(b.load(tmp_path)))
-        if f["id"] == "attention_math_backend"
-    )
-    reasons = f["evidence"][0]["reasons"]
-    assert any("fp32" in r for r in reasons) and any("attn_mask" in r for r in reasons)
-    assert any("dropout" in r for r in reasons) and not any("pinned" in r for r in reasons)
+    advice = _findings(b.load(tmp_path))["attention_math_backend"].advice
+    assert "inputs are fp32" in advice and "attn_mask" in advice
+    assert "dropout_p > 0" in advice and "pinned" not in advice
 
 
 def test_backend_mismatch_warns(tmp_path: Path) -> None:
     import tracekit
 
     path = write_variant(tmp_path, "sdpa-math", calls=1, sdpa_backend="FLASH_ATTENTION")
-    r = analyze_attention(tracekit.load(path))
+    trace = tracekit.load(path)
+    r = analyze_attention(trace)
     assert r.warnings and "sdpa_math" in r.warnings[0] and "FLASH_ATTENTION" in r.warnings[0]
-    assert "attention_backend_mismatch" in _ids(r)
+    assert "attention_backend_mismatch" in _findings(trace, r)
 
 
 # -- evidence other than ranges ------------------------------------------------------------------
@@ -644,15 +656,17 @@ def test_decode_phases_and_launch_bound(tmp_path: Path) -> None:
     step("prefill", 128, 300 * US, 60 * US)
     for i in range(3):
         step(f"decode#{i}", 1, 8 * US, 60 * US)
-    r = _load(b, tmp_path)
+    trace = b.load(tmp_path)
+    r = analyze_attention(trace)
     phases = {row["phase"]: row for row in r.by_phase.iter_rows(named=True)}
     assert (
         phases["decode"]["calls"] == 6 and phases["decode"]["steps"] == 3 and phases["prefill"]["calls"] == 2
     )
     assert set(r.calls["phase_source"]) == {"range"} and r.calls_per_layer == 4.0
-    f = next(f for f in attention_findings(r) if f["id"] == "attention_decode_launch_bound")
-    assert f["time_lost_ns"] == 6 * (60 - 8) * US and "CUDA graph" in f["advice"]
-    assert "attention_cpu_overhead" not in _ids(r)  # prefill: 60 µs CPU under 300 µs GPU
+    found = _findings(trace, r)
+    f = found["attention_decode_launch_bound"]
+    assert f.time_lost_ns == 6 * (60 - 8) * US and "CUDA graph" in f.advice
+    assert "attention_cpu_overhead" not in found  # prefill: 60 µs CPU under 300 µs GPU
 
 
 @pytest.mark.parametrize(
@@ -738,7 +752,7 @@ def test_call_without_a_core_keeps_only_its_attention_kernels(tmp_path: Path) ->
 
 def test_projection_leak_check_finds_a_gemm_counted_as_attention(tmp_path: Path) -> None:
     """The invariant check itself: an in-scope GEMM under a linear outside any core is found."""
-    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.attention import calls as ac
     from tracekit.analysis.links import cpu_ops
 
     trace = _module_call(Op("mylib::fused_thing", kernels=(K(FA_PACKAGE, 90 * US),))).load(tmp_path)
@@ -767,8 +781,9 @@ def test_vendor_kernels_named_from_kernels(tmp_path: Path) -> None:
 def test_empty_trace_gives_typed_empty_result(tmp_path: Path) -> None:
     b = TraceBuilder(devices=[A100])
     b.op("aten::add", 0, 10 * US)
-    r = _load(b, tmp_path)
-    assert r.call_count == 0 and r.backend is None and attention_findings(r) == []
+    trace = b.load(tmp_path)
+    r = analyze_attention(trace)
+    assert r.call_count == 0 and r.backend is None and _findings(trace, r) == {}
     assert attention_section(r)["paragraphs"][0].startswith("No attention call")
     assert r.to_dict()["calls"] == 0
 
@@ -793,8 +808,8 @@ def test_no_call_with_gpu_work_keeps_every_frame_typed_and_the_orphans(tmp_path:
     assert r.by_layer.schema == full.by_layer.schema and r.by_phase.schema == full.by_phase.schema
 
 
-def test_section_is_plain_strings(results) -> None:
-    section = attention_section(results["sdpa-math"])
+def test_section_is_plain_strings(results, found) -> None:
+    section = attention_section(results["sdpa-math"], list(found["sdpa-math"].values()))
     assert section["title"] == "Attention" and section["tables"]
     for t in section["tables"]:
         assert all(isinstance(c, str) for row in t["rows"] for c in row)
@@ -822,7 +837,23 @@ def test_cli_json_and_file_list(variants_dir: Path) -> None:
     data = json.loads(result.output)
     assert [r["variant"] for r in data["rows"]] == ["sdpa-flash", "sdpa-cudnn"]
     assert data["rows"][1]["speedup"] == pytest.approx(146_800 / 186_000)
-    assert {f["id"] for f in data["findings"]["sdpa-cudnn"]} >= {"attention_cpu_overhead"}
+    assert {f["rule"] for f in data["findings"]["sdpa-cudnn"]} >= {"attention_cpu_overhead"}
+
+
+def test_cli_findings_are_the_registered_rules(variants_dir: Path) -> None:
+    """One findings mechanism: `tracekit attention --json` lists what `tracekit findings`
+    finds for the attention rules, severity and time lost included."""
+    import tracekit
+    from tracekit.findings import run_findings
+
+    path = variants_dir / "sdpa-math.json.gz"
+    result = CliRunner().invoke(cli, ["attention", "--json", str(path), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    shown = [(f["rule"], f["severity"], f["time_lost_ns"]) for f in json.loads(result.output)["findings"]]
+    every = run_findings(tracekit.load(path)).findings
+    assert shown == [(f.rule, f.severity, f.time_lost_ns) for f in every if f.rule.startswith("attention_")
+                     and f.rule != "attention_below_backend"]
+    assert {r for r, _, _ in shown} == {"attention_math_backend", "attention_fp32_gemm", "attention_mask_rebuilt"}
 
 
 def test_cli_single_trace(variants_dir: Path) -> None:
@@ -884,7 +915,7 @@ def test_real_h100_qwen_flash() -> None:
 def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from capture.cli import capture_command
+    from tracekit.capture.cli import capture_command
 
     out = CliRunner().invoke(
         capture_command,
@@ -924,7 +955,7 @@ def test_cpu_capture_eager_vs_sdpa(tmp_path: Path) -> None:
 def _path_share_by_text(result, path) -> dict[str, Any]:
     """`critical_path_share` read row by row from the path's lanes as text: the reference of
     the distinct-lane lookups."""
-    from tracekit.analysis.attention import assign
+    from tracekit.analysis.attention.find import assign
 
     segs = path.segments.with_columns(pl.col("lane").cast(pl.String))
     scope = {e for e, inside in zip(result.events["eid"], result.events["in_scope"]) if inside}
@@ -942,9 +973,9 @@ def _path_share_by_text(result, path) -> dict[str, Any]:
 
 
 def _op_regions_row_by_row(ops: pl.DataFrame, trace: Any) -> pl.DataFrame:
-    """`attention_find.op_regions` with its patterns run on every row: the reference of the
+    """`attention.find.op_regions` with its patterns run on every row: the reference of the
     distinct-name lookup."""
-    from tracekit.analysis import attention_find as af
+    from tracekit.analysis.attention import find as af
 
     rows = ops.with_columns(_kind=af.core_kind(pl.col("name"))).filter(pl.col("_kind").is_not_null())
     flex_py = trace.ops.filter((pl.col("cat") == "python_function") & pl.col("name").str.contains(af.FLEX_PY_RE))
@@ -953,7 +984,7 @@ def _op_regions_row_by_row(ops: pl.DataFrame, trace: Any) -> pl.DataFrame:
 
 
 def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
-    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.attention.find import op_regions
     from tracekit.analysis.links import cpu_ops
 
     b = TraceBuilder(devices=[A100])
@@ -976,7 +1007,7 @@ def test_op_regions_look_names_up_as_every_row_would(tmp_path: Path) -> None:
 def test_real_op_regions_look_names_up_as_every_row_would(path: Path) -> None:
     from test_graph import load_cached
 
-    from tracekit.analysis.attention_find import op_regions
+    from tracekit.analysis.attention.find import op_regions
     from tracekit.analysis.links import cpu_ops
 
     trace = load_cached(path)
@@ -992,7 +1023,7 @@ def test_real_attention_work_is_attention_kernels_or_a_core(path: Path) -> None:
     kernels of class attention; and no GEMM of a linear/addmm/mm outside a core is in it."""
     from test_graph import load_cached
 
-    from tracekit.analysis import attention_calls as ac
+    from tracekit.analysis.attention import calls as ac
     from tracekit.analysis.links import cpu_ops
 
     trace = load_cached(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from builders import TraceBuilder
 
 from tracekit.analysis.attention import analyze_attention
-from tracekit.analysis.attention_compare import compare_attention
+from tracekit.analysis.attention.compare import compare_attention
 
 MS = 1_000_000
 EAGER_CHAIN = ("aten::matmul", "aten::mul", "aten::masked_fill", "aten::softmax", "aten::matmul")

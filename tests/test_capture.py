@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from capture import CaptureError, available
-from capture.cli import capture_command
+from tracekit.capture import CaptureError, available
+from tracekit.capture.cli import capture_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--prompt-len", "16", "--new-tokens", "4", "--warmup", "0", "--repeats", "1"]
@@ -191,7 +191,7 @@ def test_local_model_directory(tmp_path: Path, transformers) -> None:
 
 
 def test_profile_context_manager_around_user_code(tmp_path: Path, transformers) -> None:
-    import capture
+    from tracekit import capture
 
     config = transformers.LlamaConfig(
         vocab_size=64,
@@ -218,7 +218,7 @@ def test_profile_context_manager_around_user_code(tmp_path: Path, transformers) 
 
 
 def test_profile_context_manager_writes_nothing_when_the_body_fails(tmp_path: Path) -> None:
-    import capture
+    from tracekit import capture
 
     with pytest.raises(KeyError), capture.profile(tmp_path / "never.json.gz"):
         torch.ones(2) + 1
@@ -325,7 +325,7 @@ def test_capture_never_imports_tracekit() -> None:
 
 
 def test_cli_module_imports_without_torch() -> None:
-    code = "import sys, capture, capture.cli; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, tracekit.capture, tracekit.capture.cli; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 

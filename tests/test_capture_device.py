@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capture import CaptureError, CaptureSettings
-from capture.metadata import base_metadata
-from capture.runtime import check_attn_available, cuda_sync_config, resolve_dtype
-from capture.scenarios import fit_shape, peak_bytes, resolve_shape
-from capture.session import make_profiler
+from tracekit.capture import CaptureError, CaptureSettings
+from tracekit.capture.metadata import base_metadata
+from tracekit.capture.runtime import check_attn_available, cuda_sync_config, resolve_dtype
+from tracekit.capture.scenarios import fit_shape, peak_bytes, resolve_shape
+from tracekit.capture.session import make_profiler
 
 GIB = 2**30
 CUDA = torch.device("cuda")

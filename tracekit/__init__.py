@@ -5,6 +5,11 @@ does not load Polars before the CLI has set up the memory allocator
 (`tracekit.runtime`, which the library never imports).
 """
 
+import importlib.abc
+import importlib.util
+import os
+import sys
+
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError, UsageError
 
 __version__ = "0.1.0"
@@ -46,3 +51,21 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _CheckoutCapture(importlib.abc.MetaPathFinder):
+    """In a source checkout, `tracekit.capture` is the repository's `capture/` folder, as the
+    wheel installs it (pyproject's package-dir): one name for the capture package everywhere."""
+
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture")
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tracekit.capture":
+            return None
+        return importlib.util.spec_from_file_location(name, os.path.join(self.folder, "__init__.py"),
+                                                      submodule_search_locations=[self.folder])
+
+
+if not os.path.isdir(os.path.join(os.path.dirname(__file__), "capture")) and os.path.isfile(
+        os.path.join(_CheckoutCapture.folder, "__init__.py")):
+    sys.meta_path.append(_CheckoutCapture())

@@ -31,7 +31,7 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
         _one(entries[0]["path"], as_json)
         return
     from tracekit.analysis.attention import analyze_attention
-    from tracekit.analysis.attention_compare import (
+    from tracekit.analysis.attention.compare import (
         HEADERS,
         SCOPES,
         compare_attention,
@@ -39,7 +39,6 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
         variant_label,
         with_skipped,
     )
-    from tracekit.analysis.attention_findings import attention_findings
 
     loaded, skipped = [], []
     for entry in entries:
@@ -47,12 +46,14 @@ def attention(paths: tuple[str, ...], as_json: bool) -> None:
             skipped.append(skipped_row(entry.get("variant") or "?", entry.get("note")))
             continue
         trace = load_trace(entry["path"])
-        loaded.append((variant_label(trace, entry["path"], entry), analyze_attention(trace), entry["path"]))
+        result = analyze_attention(trace)
+        found = [f.to_dict() for f in _findings(trace, result)] if as_json else []
+        loaded.append((variant_label(trace, entry["path"], entry), result, entry["path"], found))
     comparison = with_skipped(
-        compare_attention([(lbl, r) for lbl, r, _ in loaded], paths=[p for *_, p in loaded]), skipped
+        compare_attention([(lbl, r) for lbl, r, *_ in loaded], paths=[p for _, _, p, _ in loaded]), skipped
     )
     if as_json:
-        emit_json({**comparison.to_dict(), "findings": {lbl: attention_findings(r) for lbl, r, _ in loaded}})
+        emit_json({**comparison.to_dict(), "findings": {lbl: found for lbl, _, _, found in loaded}})
         return
     click.echo(table(HEADERS, comparison.table_rows(), right=(2, 3, 4, 5, 6, 7)))
     click.echo(
@@ -71,13 +72,13 @@ def _single(paths: tuple[str, ...], entries: list[dict[str, Any]]) -> bool:
 def _one(path: str, as_json: bool) -> None:
     loading = Loading(path)  # read while the analysis (and Polars) is imported
     from tracekit.analysis.attention import analyze_attention
-    from tracekit.analysis.attention_findings import attention_findings
-    from tracekit.analysis.attention_report import attention_section
+    from tracekit.report.attention import attention_section
 
-    result = analyze_attention(loading.result())
-    findings = attention_findings(result)
+    trace = loading.result()
+    result = analyze_attention(trace)
+    findings = _findings(trace, result)
     if as_json:
-        emit_json({"file": path, **result.to_dict(), "findings": findings})
+        emit_json({"file": path, **result.to_dict(), "findings": [f.to_dict() for f in findings]})
         return
     section = attention_section(result, findings)
     lines = [section["title"], "", *section["paragraphs"]]
@@ -90,6 +91,14 @@ def _one(path: str, as_json: bool) -> None:
             for f in section["findings"]
         ]
     click.echo("\n".join(lines))
+
+
+def _findings(trace: Any, result: Any) -> tuple[Any, ...]:
+    """The registered `attention_*` rules alone, on the analysis already made."""
+    from tracekit.findings import run_findings
+    from tracekit.findings.rules.attention import RULE_IDS
+
+    return run_findings(trace, rules=list(RULE_IDS), seed={"attention": result}).findings
 
 
 def _is_index(path: str) -> bool:

@@ -10,14 +10,14 @@ INSTALL_HINT = "tracekit capture needs torch and transformers: pip install 'trac
 
 
 def _load() -> click.Command:
-    if importlib.util.find_spec("capture") is None:
+    if importlib.util.find_spec("tracekit.capture") is None:
         raise click.ClickException(INSTALL_HINT)
-    import capture
+    from tracekit import capture
 
     problem = capture.available()
     if problem:
         raise click.ClickException(f"{problem} ({INSTALL_HINT})")
-    from capture.cli import capture_command
+    from tracekit.capture.cli import capture_command
 
     return capture_command
 

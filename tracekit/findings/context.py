@@ -136,13 +136,6 @@ class Context:
         return analyze_attention(self.trace, ops=self.nested, launches=self.launches)
 
     @once
-    def attention_findings(self) -> dict[str, dict[str, Any]]:
-        """`analysis.attention_findings` of `attention`, by finding id."""
-        from tracekit.analysis.attention_findings import attention_findings
-
-        return {f["id"]: f for f in attention_findings(self.attention)}
-
-    @once
     def roofline(self) -> Any:
         """`analysis.roofline.roofline` with the device table's ceilings (`analyse()` seeds
         its own, computed with its `AnalysisOptions` peaks)."""

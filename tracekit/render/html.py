@@ -17,7 +17,11 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 
-from reports import TEMPLATES
+# installed: tracekit/templates (pyproject maps the repository's reports/templates there);
+# in a source checkout, that folder itself
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+if not TEMPLATES.is_dir():
+    TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 
 
 @lru_cache(maxsize=4)

@@ -98,7 +98,7 @@ def attention_section(a: Analysis, *, top: int) -> Section | None:
     res = a.attention
     if res is None or not getattr(res, "call_count", 0):
         return None
-    from tracekit.analysis.attention_report import attention_section as plain
+    from tracekit.report.attention import attention_section as plain
 
     data = plain(res)
     tables = []

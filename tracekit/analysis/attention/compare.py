@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis.attention import AttentionResult
+from tracekit.analysis.attention.result import AttentionResult
 from tracekit.model import Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String

@@ -2,22 +2,24 @@
 
 `attention_section(result, findings=None) -> dict` with `id`, `title`, `paragraphs` (strings),
 `tables` (each `title`, `headers`, `rows`: lists of strings, already formatted) and
-`findings` (id, severity, title, time lost as text, advice). No arithmetic is left for the
-renderers; numbers become text here through `tracekit.format`.
+`findings` (id, severity, title, time lost as text, advice: from the registered `attention_*`
+rules' `Finding`s the caller ran). No arithmetic is left for the renderers; numbers become
+text here through `tracekit.format`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tracekit import format as fmt
-from tracekit.analysis.attention import AttentionResult
-from tracekit.analysis.attention_findings import attention_findings
+from tracekit.analysis.attention.result import AttentionResult
+from tracekit.findings.model import Finding
 
 
 def attention_section(
     result: AttentionResult,
-    findings: list[dict[str, Any]] | None = None,
+    findings: Sequence[Finding] = (),
     *,
     path_share: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -26,7 +28,6 @@ def attention_section(
     `path_share` is `attention.critical_path_share(result, path)` when the caller has a
     critical path; it adds one paragraph.
     """
-    found = attention_findings(result) if findings is None else findings
     paragraphs = _paragraphs(result)
     if path_share and path_share.get("share") is not None and result.call_count:
         paragraphs.append(
@@ -42,13 +43,13 @@ def attention_section(
         "tables": [t for t in (_backend_table(result), _phase_table(result), _layer_table(result)) if t],
         "findings": [
             {
-                "id": f["id"],
-                "severity": f["severity"],
-                "title": f["title"],
-                "time_lost": fmt.ns(f["time_lost_ns"]),
-                "advice": f["advice"],
+                "id": f.rule,
+                "severity": f.severity,
+                "title": f.title,
+                "time_lost": fmt.ns(f.time_lost_ns),
+                "advice": f.advice,
             }
-            for f in found
+            for f in findings
         ],
     }
 
