@@ -288,6 +288,32 @@ def gzip_bomb_bytes(total: int = 3 << 30, member: int = 64 << 20) -> bytes:
     return one * (total // member)
 
 
+def gzip_members(*parts: bytes | tuple[bytes, int]) -> bytes:
+    """Gzip members, one a part; `(block, k)` is `block` repeated k times as k members (a bomb
+    of k * len(block) bytes built from one small member)."""
+    out = []
+    for part in parts:
+        block, k = part if isinstance(part, tuple) else (part, 1)
+        out.append(gzip.compress(block, compresslevel=9, mtime=0) * k)
+    return b"".join(out)
+
+
+MB = 1 << 20
+EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
+
+
+def bomb_cases() -> list[Case]:
+    """Inputs whose cost grows with their bytes, not their events: each must end (exit 2 or
+    0) within BOMB_SECONDS and BOMB_RSS (`test_hostile.test_bombs_are_bounded`)."""
+    blank = (b" " * MB, 128)
+    return [
+        ("gzip_whitespace_bomb", file_writer("ws_bomb.json.gz", lambda: gzip_members(
+            b'{"traceEvents": [' + EVENT + b",", blank, EVENT + b"]}")), error("TRACEKIT_MAX_RATIO", "100x")),
+        ("gzip_zeros_bomb", file_writer("zeros_bomb.json.gz", lambda: gzip_members((bytes(MB), 128))),
+         error("TRACEKIT_MAX_RATIO")),
+    ]
+
+
 # -- the corpus ---------------------------------------------------------------------------
 
 
@@ -466,6 +492,7 @@ def hostile_cases() -> list[Case]:
     add("unreadable_file", _unreadable_file, error("permission denied", needs_denied_read=True))
     add("unreadable_directory", _unreadable_dir, error("permission denied", needs_denied_read=True))
     add("symlink_loop", _symlink_loop, error("symbolic link"))
+    cases.extend(bomb_cases())
     add("fifo", _fifo, error(in_process=False))
     add("symlink_to_dev_zero", _dev_zero, error(in_process=False))
     return cases

@@ -36,6 +36,7 @@ from hostile_corpus import (
     SANDWICH,
     WRONG,
     Doc,
+    bomb_cases,
     Expect,
     hostile_cases,
     sandwich,
@@ -44,6 +45,7 @@ from hostile_corpus import (
 
 import tracekit
 from tracekit.errors import TraceError
+from tracekit.loader.source import RATIO_ENV
 from tracekit.model import SCHEMAS
 
 ROOT = Path(tracekit.__file__).resolve().parents[1]  # the tracekit this process imported
@@ -483,3 +485,32 @@ def test_max_bytes_sizes_and_output_errors(tmp_path):
         size.convert("2X", None, None)
     with pytest.raises(OutputError, match="cannot write"):
         write_output(str(tmp_path / "missing" / "out.html"), "x")
+
+
+BOMB_SECONDS, BOMB_RSS_MB = 10.0, 1024
+_MEASURED = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+proc = subprocess.run(sys.argv[1:], capture_output=True, stdin=subprocess.DEVNULL)
+seconds = time.monotonic() - start
+rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+sys.stderr.write(proc.stderr.decode(errors="replace"))
+print(proc.returncode, round(seconds, 2), round(rss_mb))
+"""
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in bomb_cases()])
+def test_bombs_are_bounded(name, corpus):
+    """A bomb ends as its case says (exit 2 with one line, or 0) in at most BOMB_SECONDS and
+    BOMB_RSS_MB of peak memory, measured by getrusage in a parent of the command."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(RATIO_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, sys.executable, "-m", "tracekit", "info", "--no-cache",
+                           str(corpus[name])], capture_output=True, env=env, check=False, timeout=60, cwd=ROOT)
+    rc, seconds, rss = proc.stdout.split()
+    expect = EXPECT[name]
+    assert int(rc) == (2 if expect.outcome == "error" else 0), proc.stderr[-500:]
+    assert float(seconds) <= BOMB_SECONDS, f"{seconds} s"
+    assert int(rss) <= BOMB_RSS_MB, f"{rss} MB peak RSS"
+    if expect.outcome == "error":
+        check_error_line(Run(int(rc), "", proc.stderr.decode(errors="replace"), float(seconds)), expect)
