@@ -310,8 +310,35 @@ def bomb_cases() -> list[Case]:
         ("gzip_whitespace_bomb", file_writer("ws_bomb.json.gz", lambda: gzip_members(
             b'{"traceEvents": [' + EVENT + b",", blank, EVENT + b"]}")), error("TRACEKIT_MAX_RATIO", "100x")),
         ("gzip_zeros_bomb", file_writer("zeros_bomb.json.gz", lambda: gzip_members((bytes(MB), 128))),
-         error("TRACEKIT_MAX_RATIO")),
+         error("json object or array", where=True)),  # refused at its first byte, before the rest is read
+        ("gzip_whitespace_head_bomb", file_writer("ws_head_bomb.json.gz", lambda: gzip_members(
+            b"{", blank, b'"traceEvents": [' + EVENT + b"]}")), error("TRACEKIT_MAX_RATIO")),
+        # plain files: whitespace before the first event is skipped as it is read; an event
+        # (string or whitespace included) past MAX_EVENT_BYTES (64 MB) is refused
+        ("whitespace_before_events", stream_writer("ws_lead.json", b'{"traceEvents": [', blank, EVENT + b"]}"),
+         partial(events=1, names=("a",))),
+        ("whitespace_between_events", stream_writer("ws_mid.json", b'{"traceEvents": [' + EVENT + b",", (b" " * MB, 80),
+                                                    EVENT + b"]}"), error("64 MB", "whitespace", where=True)),
+        ("eighty_megabyte_string", stream_writer("long_string.json", b'[' + EVENT + b', {"ph": "X", "name": "',
+                                                 (b"x" * MB, 80), b'", "ts": 1, "dur": 1}]'),
+         error("64 MB", "string", where=True)),
+        ("zeros", stream_writer("zeros.json", (bytes(MB), 128)), error("json object or array", where=True)),
     ]
+
+
+def stream_writer(name: str, *parts: bytes | tuple[bytes, int]) -> Writer:
+    """A large plain file written a block at a time (`(block, k)`: `block` k times)."""
+
+    def write(tmp_path: Path) -> Path:
+        path = tmp_path / name
+        with path.open("wb") as fh:
+            for part in parts:
+                block, k = part if isinstance(part, tuple) else (part, 1)
+                for _ in range(k):
+                    fh.write(block)
+        return path
+
+    return write
 
 
 # -- the corpus ---------------------------------------------------------------------------

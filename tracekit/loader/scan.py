@@ -34,9 +34,15 @@ _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _WINDOW = 1 << 16
 FINAL_BYTES = 64 * 1024  # at the end, text shorter than this is left whole for the final piece
 RAMP_CHUNKS = 2  # the first chunks are smaller (see Reader._target)
+# One event (from its "{" to the "}" before the next one's ","), whitespace and strings
+# included, is refused past this: no real event comes near it, and without a limit a
+# string or a run of whitespace of any length would be held, searched and decoded whole.
+# The text after the last event (the end of the array, the keys after it) counts as one.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -149,6 +155,19 @@ class Reader:
         self._buf = self._join()[n:]
         self.pos += n
 
+    def _skip_space(self) -> None:
+        """Drop the whitespace at the front of the text as it is read: a run of it of any
+        length costs a piece of memory, and time linear in its length."""
+        while True:
+            self._fill(1 << 16)
+            buf = self._join()
+            found = _NON_SPACE.search(buf)
+            skip = found.start() if found is not None else len(buf)
+            if skip:
+                self._consume(skip)
+            if found is not None or self.eof:
+                return
+
     def read_rest(self) -> bytes:
         """Everything not handed out yet, to the end of the stream."""
         while not self.eof:
@@ -173,21 +192,21 @@ class Reader:
         if wide:
             raise TraceFormatError(f"the file is {wide} text (e.g. written by PowerShell's `>`); re-save it as UTF-8",
                                    path=self.path)
-        start = _first_non_space(buf)
-        while start < 0 and not self.eof:
-            self._fill(self._pending() + (1 << 20))
-            buf = self._join()
-            start = _first_non_space(buf)
-        if start < 0:
+        self._skip_space()
+        buf = self._join()
+        if not buf:
             raise TraceFormatError("file is empty (no JSON)", path=self.path)
-        first = buf[start : start + 1]
+        first = buf[:1]
         if first == b"[":
-            self._consume(start + 1)
+            self._consume(1)
             return Head("array")
-        if first == b"{":
-            found = self._find_events_key(start)
-            if found is not None:
-                return found
+        if first != b"{":  # refused before the rest is read (a file of zeros, say)
+            raise TraceFormatError(
+                f"not a trace: expected a JSON object or array at byte {self.pos}, found {first!r}", path=self.path
+            )
+        found = self._find_events_key(0)
+        if found is not None:
+            return found
         return self._whole_document()
 
     def _find_events_key(self, start: int) -> Head | None:
@@ -196,8 +215,9 @@ class Reader:
         for _ in range(64):
             buf = self._join()
             key = buf.find(_KEY, searched)
-            while key < 0 and not self.eof:
-                self._fill(self._pending() + (4 << 20))
+            while key < 0 and not self.eof:  # grow by the buffer's size: each byte copied and searched a few times
+                searched = max(searched, len(buf) - len(_KEY))
+                self._fill(self._pending() + max(4 << 20, self._pending()))
                 buf = self._join()
                 key = buf.find(_KEY, searched)
             if key < 0:
@@ -265,7 +285,9 @@ class Reader:
 
     def next_chunk(self) -> Chunk | None:
         """The next run of whole events, or None when what is left is the final piece."""
+        self._skip_space()
         need = max(self._target(), self._min_cut + 1)
+        floor = 0  # no separator starts before this (the buffer was searched up to it)
         while True:
             self._fill(need + 1)
             buf = self._join()
@@ -276,9 +298,9 @@ class Reader:
                     return None
                 need = len(buf)
             hi = min(len(buf), need if self._limit is None else self._limit)
-            found = _last_separator(buf, hi, self._min_cut)
+            found = _last_separator(buf, hi, max(self._min_cut, floor))
             if found is None and self._limit is None:
-                found = _next_separator(buf, max(hi, self._min_cut))
+                found = _next_separator(buf, max(hi, self._min_cut, floor))
             if found is not None:
                 cut, nxt = found
                 self._limit, self._min_cut = None, 0
@@ -293,7 +315,16 @@ class Reader:
                 continue
             if self.eof:
                 return None
-            need = len(buf) + self.chunk_bytes  # one event longer than the buffer: read on
+            if len(buf) > MAX_EVENT_BYTES:
+                raise TraceFormatError(
+                    f"the event at byte {self.pos:,} runs past {MAX_EVENT_BYTES >> 20} MB without its end (an "
+                    f"over-long string or run of whitespace); events over {MAX_EVENT_BYTES >> 20} MB are refused",
+                    path=self.path)
+            # one event longer than the buffer: read on, doubling it (each byte is joined and
+            # searched a few times, not once per chunk_bytes); a separator starts at the last "}" or later
+            last = buf.rfind(b"}", floor, len(buf))
+            floor = last if last >= 0 else len(buf)
+            need = min(len(buf) + max(self.chunk_bytes, len(buf)), MAX_EVENT_BYTES + 1)
 
     def _target(self) -> int:
         """This chunk's size: a quarter, then half of `chunk_bytes` for the first two, so
