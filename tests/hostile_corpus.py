@@ -404,6 +404,18 @@ def hostile_cases() -> list[Case]:
     for field in WRONG:
         cases.append(_wrong_type_case(field))
 
+    # top-level fields of the wrong JSON type: ignored and counted, never a Polars error
+    def top_case(name: str, **top: Any) -> None:
+        add(name, file_writer(f"{name}.json", json.dumps({**top, "traceEvents": [good("good_before"), good(
+            "good_after", ts=2)]}).encode()), partial("bad_metadata_type", names=SANDWICH, events=2))
+
+    top_case("device_field_is_a_list", deviceProperties=[{"id": 0, "sharedMemPerMultiprocessor": [1, 2]}])
+    top_case("device_field_mixes_int_and_list", deviceProperties=[{"id": 0, "numSms": 108}, {"id": 1, "numSms": [1.5]}])
+    top_case("device_id_and_name_wrong", deviceProperties=[{"id": [0], "name": {"a": 1}}, 7])
+    top_case("device_properties_not_a_list", deviceProperties={"id": 0})
+    top_case("metadata_fields_wrong", distributedInfo=[1], baseTimeNanoseconds="soon", schemaVersion=[1],
+             traceName={"x": 1}, metadata=3)
+
     # non-finite and huge numbers
     add("nan_token", file_writer("nan.json", sandwich('{"ph": "X", "name": "n", "ts": NaN, "dur": 1}')),
         partial(warns=True, names=("good_before",)))

@@ -193,7 +193,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
 
     from tracekit.loader.clocks import clock_note, no_gpu_note
     from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
-    from tracekit.loader.meta import name_metadata, top_fields
+    from tracekit.loader.meta import BAD_METADATA, name_metadata, top_fields
     from tracekit.model import ENGINE, WARNINGS_SCHEMA, Trace, TraceMeta
 
     frames = Frames(result.parts)
@@ -224,6 +224,8 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     no_gpu_note(notes, built["runtime"], built["gpu"])
     clock_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
+    fields, bad_metadata = top_fields(result.top)
+    notes.add("bad_metadata_type", bad_metadata, BAD_METADATA)
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")
     meta = TraceMeta(
         path=path,
@@ -234,7 +236,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
         threads=threads,
         event_count=frames.events,
         recovered=result.recovery is not None or result.not_closed or truncated_gzip,
-        **top_fields(result.top),
+        **fields,
     )
     warnings = pl.DataFrame(notes.rows, schema=WARNINGS_SCHEMA, orient="row")
     return Trace(**built, warnings=warnings, meta=meta)
