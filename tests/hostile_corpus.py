@@ -147,6 +147,16 @@ def _splice(doc: Doc, k: int, replacement: bytes) -> bytes:
     return doc.data[:s0] + replacement + doc.data[s1:]
 
 
+def _every_third_bad(doc: Doc) -> bytes:
+    """`doc` with a NaN in events 1, 4, 7... (all but the last): each is skipped, the rest kept."""
+    parts, at = [], 0
+    for i in range(1, len(doc.events) - 1, 3):
+        s0, s1 = doc.spans[i]
+        parts += [doc.data[at:s0], doc.data[s0:s1].replace(b'"ph": ', b'"ph": NaN, "q": ', 1)]
+        at = s1
+    return b"".join([*parts, doc.data[at:]])
+
+
 def _value_end(text: bytes, i: int) -> int:
     """End offset of the JSON value starting at text[i] (strings, numbers, arrays, objects)."""
     if text[i : i + 1] == b'"':
@@ -381,7 +391,7 @@ def hostile_cases() -> list[Case]:
     k = n // 2
     s0, s1 = doc.spans[k]
     bad = doc.data[:s0] + doc.data[s0 : s1 - 1] + b",}" + doc.data[s1:]
-    add("trailing_comma_in_event", file_writer("trail_event.json", bad), partial("truncated", min_events=k))
+    add("trailing_comma_in_event", file_writer("trail_event.json", bad), partial("invalid_json", events=n - 1))
 
     # the same problems deep inside a large file (past the first chunks of a streaming reader)
     big = big_doc()
@@ -398,7 +408,10 @@ def hostile_cases() -> list[Case]:
         slice(*big.spans[late])].replace(b'"name": "', b'"name": "\xff', 1))),
         partial(says=("utf-8",), min_events=nb - 1, names=("the_last_event",)))
     add("big_nan_late", file_writer("big_nan.json", lambda: _splice(big, late, big.data[
-        slice(*big.spans[late])].replace(b'"dur": ', b'"dur": NaN, "x": ', 1))), partial(warns=True, min_events=late))
+        slice(*big.spans[late])].replace(b'"dur": ', b'"dur": NaN, "x": ', 1))),
+        partial("invalid_json", events=nb - 1, names=("the_last_event",)))
+    add("big_many_bad_events", file_writer("big_many_bad.json", lambda: _every_third_bad(big)),
+        partial("invalid_json", events=nb - len(range(1, nb - 1, 3)), names=("the_last_event",)))
 
     # wrong types for every field
     for field in WRONG:
@@ -418,10 +431,16 @@ def hostile_cases() -> list[Case]:
 
     # non-finite and huge numbers
     add("nan_token", file_writer("nan.json", sandwich('{"ph": "X", "name": "n", "ts": NaN, "dur": 1}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
     add("infinity_tokens", file_writer("inf.json", sandwich(
         '{"ph": "X", "cat": "kernel", "name": "n", "ts": 5, "dur": Infinity, "args": {"x": -Infinity}}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
+    add("raw_control_character", file_writer("control.json", sandwich(
+        '{"ph": "X", "cat": "cpu_op", "name": "a\x01b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}')),
+        partial("invalid_json", names=SANDWICH, events=2))
+    add("four_hundred_digits", file_writer("digits.json", sandwich(
+        '{"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": ' + "9" * 400 + ', "dur": 1, '
+        '"args": {"x": ' + "9" * 400 + "}}")), partial("missing_ts", names=SANDWICH))
     add("nan_in_first_event", file_writer("nan_first.json", b'[{"ph": "X", "name": "n", "ts": NaN, "dur": 1}]'),
         error(where=True))
     add("huge_numbers_in_times", file_writer("huge_times.json", sandwich(
@@ -484,7 +503,7 @@ def hostile_cases() -> list[Case]:
     add("utf16_text", file_writer("utf16.json", doc.data.decode().encode("utf-16")), error("utf-16"))
     add("lone_surrogate_escape", file_writer("surrogate.json", sandwich(
         '{"ph": "X", "cat": "cpu_op", "name": "\\ud800", "pid": 1, "tid": 1, "ts": 2, "dur": 1}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
     add("terminal_escapes_in_strings", file_writer("ansi.json", sandwich(
         {"ph": "X", "cat": "\x1b[2J\x1b]0;owned\x07", "name": "\x1b[31mred", "pid": "\x1b[1A", "tid": 1,
          "ts": 2, "dur": 1})), partial(names=SANDWICH))

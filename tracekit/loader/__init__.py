@@ -210,6 +210,11 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
               "{n:,} [events|event] had fields of the wrong type; the fields were coerced or ignored"
               + (" ('args' that is not an object is kept as text, its keys unread)" if args else ""),
               min(firsts, default=None))
+    if result.skipped.count:
+        notes.add("invalid_json", result.skipped.count,
+                  "{n:,} [events were|event was] not valid JSON (NaN, Infinity, a raw control character, a "
+                  f"number or escape out of range...) and [were|was] skipped (the first starts at byte "
+                  f"{result.skipped.first_at:,}); the events around [them|it] were kept")
     notes.add("not_an_event", dropped, "{n:,} array [items were not JSON objects and were|item was not a JSON object and was] dropped")
     frames.note_stat(notes, "invalid_utf8")
     frames.note_stat(notes, "deep_nesting", result.deep)
