@@ -64,7 +64,8 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
     fallback = pl.when(as_float.is_finite() & (as_float.abs() < MAX_US)).then((as_float * 1000).round(0)).cast(pl.Int64)
     in_range = as_float.abs() < MAX_US
     return (
-        pl.when(whole.is_not_null() & (whole.abs() < MAX_US)).then(whole * 1000)
+        # not whole.abs(): the abs of -2**63 wraps to itself, and -2**63 * 1000 wraps to 0
+        pl.when(whole.is_not_null() & (whole > -MAX_US) & (whole < MAX_US)).then(whole * 1000)
         .when(digits.is_not_null() & in_range).then(decimal)
         .otherwise(fallback)
     )
@@ -109,8 +110,8 @@ def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> tuple[
         if f + "_n" in have:  # nanoseconds already (the native scanner)
             fixes.append(_null_if(pl.col(f + "_n"), A.INT_NULL).alias(out))
         elif f + "_i" in have:
-            us = pl.col(f + "_i")
-            fixes.append(pl.when(us.abs() < MAX_US).then(us * 1000).alias(out))
+            us = pl.col(f + "_i")  # a range test, not abs(): abs(-2**63) wraps to -2**63
+            fixes.append(pl.when((us > -MAX_US) & (us < MAX_US)).then(us * 1000).alias(out))
         elif f in have:
             fixes.append(_text_to_ns(frame[f]).alias(out))
     if "args" in have:
