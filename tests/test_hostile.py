@@ -17,6 +17,7 @@ are strict xfails, so a fix makes them fail until the entry is removed.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import resource
@@ -36,8 +37,9 @@ from hostile_corpus import (
     SANDWICH,
     WRONG,
     Doc,
-    bomb_cases,
     Expect,
+    bomb_cases,
+    good,
     hostile_cases,
     sandwich,
     wrong_type_event,
@@ -514,3 +516,53 @@ def test_bombs_are_bounded(name, corpus):
     assert int(rss) <= BOMB_RSS_MB, f"{rss} MB peak RSS"
     if expect.outcome == "error":
         check_error_line(Run(int(rc), "", proc.stderr.decode(errors="replace"), float(seconds)), expect)
+
+
+def _deep_args(depth: int) -> bytes:
+    return sandwich('{"ph": "X", "cat": "cpu_op", "name": "deep", "pid": 1, "tid": 1, "ts": 2, "dur": 1, '
+                    '"args": {"x": ' + "[" * depth + "]" * depth + "}}")
+
+
+def _exit_cases(tmp: Path) -> dict[str, tuple[tuple[str, ...], int, str]]:
+    """name -> (tracekit arguments, exit code, a fragment of the output)."""
+    (tmp / "deep5k.json").write_bytes(_deep_args(5_000))
+    (tmp / "deep100k.json").write_bytes(_deep_args(100_000))
+    (tmp / "nan.json").write_bytes(sandwich('{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, '
+                                            '"ts": NaN, "dur": 1}'))
+    (tmp / "devices.json").write_text(json.dumps({"deviceProperties": [{"id": 0, "sharedMemPerMultiprocessor": [1]}],
+                                                  "traceEvents": [good("a"), good("b", ts=2)]}))
+    os.mkfifo(tmp / "fifo.json")
+    for name, text in {"paths": '[{"variant": "a", "path": 5}, {"variant": ["x"], "path": ["y"]}, 7]',
+                       "deep": '[{"variant": "a", "path": "t.json", "x": ' + "[" * 100_000 + "]" * 100_000 + "}]"}.items():
+        (tmp / name).mkdir()
+        (tmp / name / "index.json").write_text(text)
+    out = str(tmp / "out.json")
+    return {
+        "annotate_args_5000_deep": (("annotate", str(tmp / "deep5k.json"), "-o", out), 0, "3 original events"),
+        "annotate_args_100000_deep": (("annotate", str(tmp / "deep100k.json"), "-o", out), 0, "3 original events"),
+        "annotate_skips_a_nan_event": (("annotate", str(tmp / "nan.json"), "-o", out), 0, "2 original events"),
+        "annotate_device_field_list": (("annotate", str(tmp / "devices.json"), "-o", out), 0, "2 original events"),
+        "info_proc_self_mem": (("info", "/proc/self/mem"), 2, "input/output error"),
+        "attention_fifo": (("attention", str(tmp / "fifo.json")), 2, "fifo"),
+        "attention_index_paths_not_text": (("attention", str(tmp / "paths" / "index.json")), 0, "skipped"),
+        "attention_index_nested_deep": (("attention", str(tmp / "deep" / "index.json")), 2, "cannot read the index"),
+    }
+
+
+EXIT_CASES = ("annotate_args_5000_deep", "annotate_args_100000_deep", "annotate_skips_a_nan_event",
+              "annotate_device_field_list", "info_proc_self_mem", "attention_fifo", "attention_index_paths_not_text",
+              "attention_index_nested_deep")
+
+
+@pytest.mark.parametrize("name", EXIT_CASES)
+def test_input_at_fault_exits_2_never_3(name, tmp_path):
+    """Input the user must fix exits 2 with one line (or 0 where the input can be read in
+    part); never 3 (internal error), never a hang."""
+    args, code, says = _exit_cases(tmp_path)[name]
+    run = run_cli(*args, "--no-cache", timeout=30)
+    assert run.rc is not None, "hung"
+    assert run.rc == code, f"exit {run.rc}: {run.stderr[-400:]!r}"
+    assert "Traceback" not in run.stderr
+    assert says.lower() in (run.stdout + run.stderr).lower(), run.stdout[-400:] + run.stderr[-400:]
+    if code == 2:
+        check_error_line(run, Expect("error"))

@@ -10,6 +10,7 @@ does: no pieces and no thread.
 from __future__ import annotations
 
 import io
+import math
 import os
 import queue
 import stat
@@ -53,7 +54,7 @@ def max_ratio() -> float:
         value = float(raw) if raw.strip() else DEFAULT_MAX_RATIO
     except ValueError:
         raise TraceError(f"{RATIO_ENV}={raw!r} is not a number") from None
-    return value if value == value and value >= 0 else DEFAULT_MAX_RATIO
+    return value if math.isfinite(value) and value >= 0 else DEFAULT_MAX_RATIO
 GZIP_READ_BYTES = 128 * 1024  # compressed bytes read at a time (see Stream._inflate)
 PIECE_BYTES = 1024 * 1024  # decompressed piece size handed to the scanner
 READ_AHEAD = 6  # pieces the reading thread may hold ready (a chunk and a half)
@@ -94,8 +95,12 @@ class Stream:
         else:
             self._fh = open_regular(path, self.path)
             self.size_bytes = os.fstat(self._fh.fileno()).st_size
-        self.compressed = self._fh.read(2) == GZIP_MAGIC
-        self._fh.seek(0)
+        try:  # a "regular file" may still fail to read (/proc/self/mem: EIO)
+            self.compressed = self._fh.read(2) == GZIP_MAGIC
+            self._fh.seek(0)
+        except OSError as exc:
+            self._fh.close()
+            raise os_error(exc, self.path) from None
         self.max_bytes = max_bytes
         self.piece_bytes = piece_bytes
         self.truncated_gzip = False
