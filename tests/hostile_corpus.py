@@ -413,6 +413,13 @@ def hostile_cases() -> list[Case]:
     add("big_many_bad_events", file_writer("big_many_bad.json", lambda: _every_third_bad(big)),
         partial("invalid_json", events=nb - len(range(1, nb - 1, 3)), names=("the_last_event",)))
 
+    # a second "traceEvents" key: the first array is read, whatever the file's size
+    second = b'], "traceEvents": [' + json.dumps(good("from_the_second_key")).encode() + b"]}"
+    add("duplicate_events_key", file_writer("dup_key.json", sandwich().replace(b"\n]}", second)),
+        partial("duplicate_events_key", events=2, names=SANDWICH))
+    add("big_duplicate_events_key", file_writer("big_dup_key.json", lambda: big.data[:-2] + second),
+        partial("duplicate_events_key", events=nb, names=("the_last_event",)))
+
     # wrong types for every field
     for field in WRONG:
         cases.append(_wrong_type_case(field))

@@ -229,6 +229,9 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     no_gpu_note(notes, built["runtime"], built["gpu"])
     clock_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
+    if isinstance(result.top, dict) and result.top.pop("traceEvents", None) is not None:
+        notes.add("duplicate_events_key", 1, "the object has a second 'traceEvents' key; the first array was "
+                  "read and the second ignored")
     fields, bad_metadata = top_fields(result.top)
     notes.add("bad_metadata_type", bad_metadata, BAD_METADATA)
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")

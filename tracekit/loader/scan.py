@@ -34,6 +34,7 @@ _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _KEY = b'"traceEvents"'
+_OURS = b'"tracekit events"'  # the array being read, under a key no later "traceEvents" key overwrites
 _WS = b" \t\r\n"
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _WINDOW = 1 << 16
@@ -466,11 +467,11 @@ def _read_final(final: Final, prev_end: int | None, path: str,
     body = b"[" + final.text
     if final.mode == "object":
         try:
-            top = _TOP.decode(b'{"traceEvents":' + body)
+            top = _TOP.decode(b'{' + _OURS + b':' + body)
         except msgspec.DecodeError:
             pass
         else:
-            events = bytes(top.pop("traceEvents"))
+            events = bytes(top.pop(_OURS.decode()[1:-1]))  # a second "traceEvents" stays in the tail
             tail = decode_top(top)
             try:
                 return FinalResult(tail=tail), decode(events), None
