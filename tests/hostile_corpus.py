@@ -147,6 +147,16 @@ def _splice(doc: Doc, k: int, replacement: bytes) -> bytes:
     return doc.data[:s0] + replacement + doc.data[s1:]
 
 
+def _every_third_bad(doc: Doc) -> bytes:
+    """`doc` with a NaN in events 1, 4, 7... (all but the last): each is skipped, the rest kept."""
+    parts, at = [], 0
+    for i in range(1, len(doc.events) - 1, 3):
+        s0, s1 = doc.spans[i]
+        parts += [doc.data[at:s0], doc.data[s0:s1].replace(b'"ph": ', b'"ph": NaN, "q": ', 1)]
+        at = s1
+    return b"".join([*parts, doc.data[at:]])
+
+
 def _value_end(text: bytes, i: int) -> int:
     """End offset of the JSON value starting at text[i] (strings, numbers, arrays, objects)."""
     if text[i : i + 1] == b'"':
@@ -288,6 +298,59 @@ def gzip_bomb_bytes(total: int = 3 << 30, member: int = 64 << 20) -> bytes:
     return one * (total // member)
 
 
+def gzip_members(*parts: bytes | tuple[bytes, int]) -> bytes:
+    """Gzip members, one a part; `(block, k)` is `block` repeated k times as k members (a bomb
+    of k * len(block) bytes built from one small member)."""
+    out = []
+    for part in parts:
+        block, k = part if isinstance(part, tuple) else (part, 1)
+        out.append(gzip.compress(block, compresslevel=9, mtime=0) * k)
+    return b"".join(out)
+
+
+MB = 1 << 20
+EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
+
+
+def bomb_cases() -> list[Case]:
+    """Inputs whose cost grows with their bytes, not their events: each must end (exit 2 or
+    0) within BOMB_SECONDS and BOMB_RSS (`test_hostile.test_bombs_are_bounded`)."""
+    blank = (b" " * MB, 128)
+    return [
+        ("gzip_whitespace_bomb", file_writer("ws_bomb.json.gz", lambda: gzip_members(
+            b'{"traceEvents": [' + EVENT + b",", blank, EVENT + b"]}")), error("TRACEKIT_MAX_RATIO", "100x")),
+        ("gzip_zeros_bomb", file_writer("zeros_bomb.json.gz", lambda: gzip_members((bytes(MB), 128))),
+         error("json object or array", where=True)),  # refused at its first byte, before the rest is read
+        ("gzip_whitespace_head_bomb", file_writer("ws_head_bomb.json.gz", lambda: gzip_members(
+            b"{", blank, b'"traceEvents": [' + EVENT + b"]}")), error("TRACEKIT_MAX_RATIO")),
+        # plain files: whitespace before the first event is skipped as it is read; an event
+        # (string or whitespace included) past MAX_EVENT_BYTES (64 MB) is refused
+        ("whitespace_before_events", stream_writer("ws_lead.json", b'{"traceEvents": [', blank, EVENT + b"]}"),
+         partial(events=1, names=("a",))),
+        ("whitespace_between_events", stream_writer("ws_mid.json", b'{"traceEvents": [' + EVENT + b",", (b" " * MB, 80),
+                                                    EVENT + b"]}"), error("64 MB", "whitespace", where=True)),
+        ("eighty_megabyte_string", stream_writer("long_string.json", b'[' + EVENT + b', {"ph": "X", "name": "',
+                                                 (b"x" * MB, 80), b'", "ts": 1, "dur": 1}]'),
+         error("64 MB", "string", where=True)),
+        ("zeros", stream_writer("zeros.json", (bytes(MB), 128)), error("json object or array", where=True)),
+    ]
+
+
+def stream_writer(name: str, *parts: bytes | tuple[bytes, int]) -> Writer:
+    """A large plain file written a block at a time (`(block, k)`: `block` k times)."""
+
+    def write(tmp_path: Path) -> Path:
+        path = tmp_path / name
+        with path.open("wb") as fh:
+            for part in parts:
+                block, k = part if isinstance(part, tuple) else (part, 1)
+                for _ in range(k):
+                    fh.write(block)
+        return path
+
+    return write
+
+
 # -- the corpus ---------------------------------------------------------------------------
 
 
@@ -328,7 +391,7 @@ def hostile_cases() -> list[Case]:
     k = n // 2
     s0, s1 = doc.spans[k]
     bad = doc.data[:s0] + doc.data[s0 : s1 - 1] + b",}" + doc.data[s1:]
-    add("trailing_comma_in_event", file_writer("trail_event.json", bad), partial("truncated", min_events=k))
+    add("trailing_comma_in_event", file_writer("trail_event.json", bad), partial("invalid_json", events=n - 1))
 
     # the same problems deep inside a large file (past the first chunks of a streaming reader)
     big = big_doc()
@@ -345,18 +408,46 @@ def hostile_cases() -> list[Case]:
         slice(*big.spans[late])].replace(b'"name": "', b'"name": "\xff', 1))),
         partial(says=("utf-8",), min_events=nb - 1, names=("the_last_event",)))
     add("big_nan_late", file_writer("big_nan.json", lambda: _splice(big, late, big.data[
-        slice(*big.spans[late])].replace(b'"dur": ', b'"dur": NaN, "x": ', 1))), partial(warns=True, min_events=late))
+        slice(*big.spans[late])].replace(b'"dur": ', b'"dur": NaN, "x": ', 1))),
+        partial("invalid_json", events=nb - 1, names=("the_last_event",)))
+    add("big_many_bad_events", file_writer("big_many_bad.json", lambda: _every_third_bad(big)),
+        partial("invalid_json", events=nb - len(range(1, nb - 1, 3)), names=("the_last_event",)))
+
+    # a second "traceEvents" key: the first array is read, whatever the file's size
+    second = b'], "traceEvents": [' + json.dumps(good("from_the_second_key")).encode() + b"]}"
+    add("duplicate_events_key", file_writer("dup_key.json", sandwich().replace(b"\n]}", second)),
+        partial("duplicate_events_key", events=2, names=SANDWICH))
+    add("big_duplicate_events_key", file_writer("big_dup_key.json", lambda: big.data[:-2] + second),
+        partial("duplicate_events_key", events=nb, names=("the_last_event",)))
 
     # wrong types for every field
     for field in WRONG:
         cases.append(_wrong_type_case(field))
 
+    # top-level fields of the wrong JSON type: ignored and counted, never a Polars error
+    def top_case(name: str, **top: Any) -> None:
+        add(name, file_writer(f"{name}.json", json.dumps({**top, "traceEvents": [good("good_before"), good(
+            "good_after", ts=2)]}).encode()), partial("bad_metadata_type", names=SANDWICH, events=2))
+
+    top_case("device_field_is_a_list", deviceProperties=[{"id": 0, "sharedMemPerMultiprocessor": [1, 2]}])
+    top_case("device_field_mixes_int_and_list", deviceProperties=[{"id": 0, "numSms": 108}, {"id": 1, "numSms": [1.5]}])
+    top_case("device_id_and_name_wrong", deviceProperties=[{"id": [0], "name": {"a": 1}}, 7])
+    top_case("device_properties_not_a_list", deviceProperties={"id": 0})
+    top_case("metadata_fields_wrong", distributedInfo=[1], baseTimeNanoseconds="soon", schemaVersion=[1],
+             traceName={"x": 1}, metadata=3)
+
     # non-finite and huge numbers
     add("nan_token", file_writer("nan.json", sandwich('{"ph": "X", "name": "n", "ts": NaN, "dur": 1}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
     add("infinity_tokens", file_writer("inf.json", sandwich(
         '{"ph": "X", "cat": "kernel", "name": "n", "ts": 5, "dur": Infinity, "args": {"x": -Infinity}}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
+    add("raw_control_character", file_writer("control.json", sandwich(
+        '{"ph": "X", "cat": "cpu_op", "name": "a\x01b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}')),
+        partial("invalid_json", names=SANDWICH, events=2))
+    add("four_hundred_digits", file_writer("digits.json", sandwich(
+        '{"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": ' + "9" * 400 + ', "dur": 1, '
+        '"args": {"x": ' + "9" * 400 + "}}")), partial("missing_ts", names=SANDWICH))
     add("nan_in_first_event", file_writer("nan_first.json", b'[{"ph": "X", "name": "n", "ts": NaN, "dur": 1}]'),
         error(where=True))
     add("huge_numbers_in_times", file_writer("huge_times.json", sandwich(
@@ -419,7 +510,7 @@ def hostile_cases() -> list[Case]:
     add("utf16_text", file_writer("utf16.json", doc.data.decode().encode("utf-16")), error("utf-16"))
     add("lone_surrogate_escape", file_writer("surrogate.json", sandwich(
         '{"ph": "X", "cat": "cpu_op", "name": "\\ud800", "pid": 1, "tid": 1, "ts": 2, "dur": 1}')),
-        partial(warns=True, names=("good_before",)))
+        partial("invalid_json", names=SANDWICH, events=2))
     add("terminal_escapes_in_strings", file_writer("ansi.json", sandwich(
         {"ph": "X", "cat": "\x1b[2J\x1b]0;owned\x07", "name": "\x1b[31mred", "pid": "\x1b[1A", "tid": 1,
          "ts": 2, "dur": 1})), partial(names=SANDWICH))
@@ -466,6 +557,7 @@ def hostile_cases() -> list[Case]:
     add("unreadable_file", _unreadable_file, error("permission denied", needs_denied_read=True))
     add("unreadable_directory", _unreadable_dir, error("permission denied", needs_denied_read=True))
     add("symlink_loop", _symlink_loop, error("symbolic link"))
+    cases.extend(bomb_cases())
     add("fifo", _fifo, error(in_process=False))
     add("symlink_to_dev_zero", _dev_zero, error(in_process=False))
     return cases

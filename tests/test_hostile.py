@@ -17,6 +17,7 @@ are strict xfails, so a fix makes them fail until the entry is removed.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import resource
@@ -37,6 +38,8 @@ from hostile_corpus import (
     WRONG,
     Doc,
     Expect,
+    bomb_cases,
+    good,
     hostile_cases,
     sandwich,
     wrong_type_event,
@@ -44,6 +47,7 @@ from hostile_corpus import (
 
 import tracekit
 from tracekit.errors import TraceError
+from tracekit.loader.source import RATIO_ENV
 from tracekit.model import SCHEMAS
 
 ROOT = Path(tracekit.__file__).resolve().parents[1]  # the tracekit this process imported
@@ -484,3 +488,82 @@ def test_max_bytes_sizes_and_output_errors(tmp_path):
         size.convert("2X", None, None)
     with pytest.raises(OutputError, match="cannot write"):
         write_output(str(tmp_path / "missing" / "out.html"), "x")
+
+
+BOMB_SECONDS, BOMB_RSS_MB = 10.0, 1024
+_MEASURED = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+proc = subprocess.run(sys.argv[1:], capture_output=True, stdin=subprocess.DEVNULL)
+seconds = time.monotonic() - start
+rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+sys.stderr.write(proc.stderr.decode(errors="replace"))
+print(proc.returncode, round(seconds, 2), round(rss_mb))
+"""
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in bomb_cases()])
+def test_bombs_are_bounded(name, corpus):
+    """A bomb ends as its case says (exit 2 with one line, or 0) in at most BOMB_SECONDS and
+    BOMB_RSS_MB of peak memory, measured by getrusage in a parent of the command."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(RATIO_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, sys.executable, "-m", "tracekit", "info", "--no-cache",
+                           str(corpus[name])], capture_output=True, env=env, check=False, timeout=60, cwd=ROOT)
+    rc, seconds, rss = proc.stdout.split()
+    expect = EXPECT[name]
+    assert int(rc) == (2 if expect.outcome == "error" else 0), proc.stderr[-500:]
+    assert float(seconds) <= BOMB_SECONDS, f"{seconds} s"
+    assert int(rss) <= BOMB_RSS_MB, f"{rss} MB peak RSS"
+    if expect.outcome == "error":
+        check_error_line(Run(int(rc), "", proc.stderr.decode(errors="replace"), float(seconds)), expect)
+
+
+def _deep_args(depth: int) -> bytes:
+    return sandwich('{"ph": "X", "cat": "cpu_op", "name": "deep", "pid": 1, "tid": 1, "ts": 2, "dur": 1, '
+                    '"args": {"x": ' + "[" * depth + "]" * depth + "}}")
+
+
+def _exit_cases(tmp: Path) -> dict[str, tuple[tuple[str, ...], int, str]]:
+    """name -> (tracekit arguments, exit code, a fragment of the output)."""
+    (tmp / "deep5k.json").write_bytes(_deep_args(5_000))
+    (tmp / "deep100k.json").write_bytes(_deep_args(100_000))
+    (tmp / "nan.json").write_bytes(sandwich('{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, '
+                                            '"ts": NaN, "dur": 1}'))
+    (tmp / "devices.json").write_text(json.dumps({"deviceProperties": [{"id": 0, "sharedMemPerMultiprocessor": [1]}],
+                                                  "traceEvents": [good("a"), good("b", ts=2)]}))
+    os.mkfifo(tmp / "fifo.json")
+    for name, text in {"paths": '[{"variant": "a", "path": 5}, {"variant": ["x"], "path": ["y"]}, 7]',
+                       "deep": '[{"variant": "a", "path": "t.json", "x": ' + "[" * 100_000 + "]" * 100_000 + "}]"}.items():
+        (tmp / name).mkdir()
+        (tmp / name / "index.json").write_text(text)
+    out = str(tmp / "out.json")
+    return {
+        "annotate_args_5000_deep": (("annotate", str(tmp / "deep5k.json"), "-o", out), 0, "3 original events"),
+        "annotate_args_100000_deep": (("annotate", str(tmp / "deep100k.json"), "-o", out), 0, "3 original events"),
+        "annotate_skips_a_nan_event": (("annotate", str(tmp / "nan.json"), "-o", out), 0, "2 original events"),
+        "annotate_device_field_list": (("annotate", str(tmp / "devices.json"), "-o", out), 0, "2 original events"),
+        "info_proc_self_mem": (("info", "/proc/self/mem"), 2, "input/output error"),
+        "attention_fifo": (("attention", str(tmp / "fifo.json")), 2, "fifo"),
+        "attention_index_paths_not_text": (("attention", str(tmp / "paths" / "index.json")), 0, "skipped"),
+        "attention_index_nested_deep": (("attention", str(tmp / "deep" / "index.json")), 2, "cannot read the index"),
+    }
+
+
+EXIT_CASES = ("annotate_args_5000_deep", "annotate_args_100000_deep", "annotate_skips_a_nan_event",
+              "annotate_device_field_list", "info_proc_self_mem", "attention_fifo", "attention_index_paths_not_text",
+              "attention_index_nested_deep")
+
+
+@pytest.mark.parametrize("name", EXIT_CASES)
+def test_input_at_fault_exits_2_never_3(name, tmp_path):
+    """Input the user must fix exits 2 with one line (or 0 where the input can be read in
+    part); never 3 (internal error), never a hang."""
+    args, code, says = _exit_cases(tmp_path)[name]
+    run = run_cli(*args, "--no-cache", timeout=30)
+    assert run.rc is not None, "hung"
+    assert run.rc == code, f"exit {run.rc}: {run.stderr[-400:]!r}"
+    assert "Traceback" not in run.stderr
+    assert says.lower() in (run.stdout + run.stderr).lower(), run.stdout[-400:] + run.stderr[-400:]
+    if code == 2:
+        check_error_line(run, Expect("error"))

@@ -157,11 +157,12 @@ def test_malformed_middle_and_wrong_types_in_a_middle_chunk(tmp_path):
     assert codes["bad_field_type"] == 1 and codes["not_an_event"] == 1
     for chunk_bytes in (1, 700):
         assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes))
-    broken = text.replace('"op150"', '"op150" @', 1)  # invalid JSON in the middle
+    broken = text.replace('"op150"', '"op150" @', 1)  # invalid JSON in the middle: that event is skipped
     one = load_text(tmp_path, broken, chunk_bytes=ONE_SHOT)
-    assert one.meta.recovered and one.ops.height == 148  # op0..op149 less the two replaced
-    msg = one.warnings.filter(pl.col("code") == "truncated")["message"].item()
-    assert msg.startswith("the event array is malformed at byte")
+    assert not one.meta.recovered and one.ops.height == 197  # op0..op199 less the two replaced and op150
+    assert "op150" not in one.ops["name"].to_list() and "op199" in one.ops["name"].to_list()
+    msg = one.warnings.filter(pl.col("code") == "invalid_json")["message"].item()
+    assert msg.startswith("1 event was not valid JSON") and f"starts at byte {broken.rindex('{', 0, broken.index(' @')):,})" in msg
     for chunk_bytes in (1, 700, 5_000):
         assert_same(one, load_text(tmp_path, broken, chunk_bytes=chunk_bytes))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,8 @@ def _is_index(path: str) -> bool:
     if not path.endswith(".json"):
         return False
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open: the loader refuses it
+            return False
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError:
@@ -122,12 +126,16 @@ def _entries(paths: tuple[str, ...]) -> list[dict[str, Any]]:
             continue
         try:
             items = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read the index {path}: {exc}") from exc
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UsageError(f"cannot read the index {path}: {type(exc).__name__}: {exc}") from None
         if not isinstance(items, list):
             raise UsageError(f"{path} is not a capture index (a list of {{variant, path}})")
         base = Path(path).parent
         for item in items:
-            rel = item.get("path") if isinstance(item, dict) else None
-            out.append({**(item if isinstance(item, dict) else {}), "path": str(base / rel) if rel else None})
+            item = item if isinstance(item, dict) else {}
+            # an entry's fields as text (a number or list where text belongs is shown, not used as a path)
+            entry = {k: v if v is None or isinstance(v, str) else json.dumps(v) for k, v in item.items()
+                     if k in ("variant", "note")}
+            rel = item.get("path")
+            out.append({**entry, "path": str(base / rel) if isinstance(rel, str) and rel else None})
     return out

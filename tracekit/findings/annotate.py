@@ -35,6 +35,8 @@ import polars as pl
 from tracekit.analysis.critical_path import CriticalPath
 from tracekit.atomic import write_output
 from tracekit.findings.model import FindingsResult
+from tracekit.loader.events import flatten_deep
+from tracekit.loader.skip import drop_bad_events
 from tracekit.loader.source import read_source
 from tracekit.report.redact import value
 
@@ -63,8 +65,16 @@ def us(ns: int) -> msgspec.Raw:
 
 
 def read_events(path: str | os.PathLike[str]) -> tuple[dict[str, msgspec.Raw] | None, list[msgspec.Raw]]:
-    """(top-level keys other than traceEvents, or None for the bare-array form; raw events)."""
+    """(top-level keys other than traceEvents, or None for the bare-array form; raw events).
+    Values nested too deep for the decoder are emptied, as the loader empties them."""
     data = read_source(path).data.lstrip(b"\xef\xbb\xbf \t\r\n")
+    try:
+        return _read_events(data)
+    except RecursionError:
+        return _read_events(flatten_deep(data)[0])
+
+
+def _read_events(data: bytes) -> tuple[dict[str, msgspec.Raw] | None, list[msgspec.Raw]]:
     if data.startswith(b"["):
         return None, _raw_array(data)
     try:
@@ -80,6 +90,16 @@ def _raw_array(body: bytes) -> list[msgspec.Raw]:
     try:
         return _RAWS.decode(body)
     except msgspec.DecodeError:
+        # events that are not valid JSON (NaN...) are left out, as the loader skips them
+        events = body.rstrip(b" \t\r\n}").rstrip(b" \t\r\n]")  # the array's (and object's) end
+        start, end = body.find(b"{"), events.rfind(b"}")
+        if 0 <= start < end:
+            kept, bad = drop_bad_events(body[start : end + 1])
+            if bad:
+                try:
+                    return _RAWS.decode(b"[" + kept + b"]")
+                except msgspec.DecodeError:
+                    pass
         cut = len(body)
         for _ in range(64):
             cut = body.rfind(b"}", 0, cut)

@@ -193,7 +193,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
 
     from tracekit.loader.clocks import clock_note, no_gpu_note
     from tracekit.loader.frames import Frames, Notes, build_frames, duplicate_notes, skew_note, vendor
-    from tracekit.loader.meta import name_metadata, top_fields
+    from tracekit.loader.meta import BAD_METADATA, name_metadata, top_fields
     from tracekit.model import ENGINE, WARNINGS_SCHEMA, Trace, TraceMeta
 
     frames = Frames(result.parts)
@@ -210,6 +210,11 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
               "{n:,} [events|event] had fields of the wrong type; the fields were coerced or ignored"
               + (" ('args' that is not an object is kept as text, its keys unread)" if args else ""),
               min(firsts, default=None))
+    if result.skipped.count:
+        notes.add("invalid_json", result.skipped.count,
+                  "{n:,} [events were|event was] not valid JSON (NaN, Infinity, a raw control character, a "
+                  f"number or escape out of range...) and [were|was] skipped (the first starts at byte "
+                  f"{result.skipped.first_at:,}); the events around [them|it] were kept")
     notes.add("not_an_event", dropped, "{n:,} array [items were not JSON objects and were|item was not a JSON object and was] dropped")
     frames.note_stat(notes, "invalid_utf8")
     frames.note_stat(notes, "deep_nesting", result.deep)
@@ -224,6 +229,11 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
     no_gpu_note(notes, built["runtime"], built["gpu"])
     clock_note(notes, built["runtime"], built["gpu"])
     duplicate_notes(notes, built["runtime"], built["gpu"], built["flows"])
+    if isinstance(result.top, dict) and result.top.pop("traceEvents", None) is not None:
+        notes.add("duplicate_events_key", 1, "the object has a second 'traceEvents' key; the first array was "
+                  "read and the second ignored")
+    fields, bad_metadata = top_fields(result.top)
+    notes.add("bad_metadata_type", bad_metadata, BAD_METADATA)
     fmt = ("kineto" if frames.kineto else "chrome") + ("" if result.form == "object" else "-array")
     meta = TraceMeta(
         path=path,
@@ -234,7 +244,7 @@ def build_trace(result: ReadResult, *, path: str = "<bytes>", size_bytes: int = 
         threads=threads,
         event_count=frames.events,
         recovered=result.recovery is not None or result.not_closed or truncated_gzip,
-        **top_fields(result.top),
+        **fields,
     )
     warnings = pl.DataFrame(notes.rows, schema=WARNINGS_SCHEMA, orient="row")
     return Trace(**built, warnings=warnings, meta=meta)

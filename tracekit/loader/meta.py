@@ -26,37 +26,83 @@ DEVICE_KEYS = {
 }
 
 
-def top_fields(top: dict[str, Any]) -> dict[str, Any]:
-    """The TraceMeta fields that come from the top-level object."""
-    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
-    metadata = top.get("metadata") if isinstance(top.get("metadata"), dict) else {}
-    return {
-        "schema_version": _int(top.get("schemaVersion")),
-        "base_time_ns": _int(top.get("baseTimeNanoseconds")) or 0,
-        "display_time_unit": _str(top.get("displayTimeUnit")),
-        "trace_name": _str(top.get("traceName")),
-        "rank": _int(dist.get("rank")),
-        "world_size": _int(dist.get("world_size")),
+BAD_METADATA = ("{n:,} top-level [fields|field] (deviceProperties, distributedInfo, ...) had the wrong JSON "
+                "type; [they were|it was] ignored")
+
+
+def top_fields(top: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The TraceMeta fields that come from the top-level object, and how many of the fields
+    read had the wrong JSON type (ignored: `bad_metadata_type`)."""
+    bad = [0]
+    dist = _typed(top, "distributedInfo", dict, {}, bad)
+    metadata = _typed(top, "metadata", dict, {}, bad)
+    fields = {
+        "schema_version": _int_field(top, "schemaVersion", bad),
+        "base_time_ns": _int_field(top, "baseTimeNanoseconds", bad) or 0,
+        "display_time_unit": _str_field(top, "displayTimeUnit", bad),
+        "trace_name": _str_field(top, "traceName", bad),
+        "rank": _int_field(dist, "rank", bad),
+        "world_size": _int_field(dist, "world_size", bad),
         "distributed_info": dist,
         "versions": {k: top[k] for k in VERSION_KEYS if k in top},
         "profiler_flags": {k: top[k] for k in FLAG_KEYS if k in top},
         "metadata": metadata,
         "extra": {k: v for k, v in top.items() if k not in KNOWN_KEYS},
-        "devices": devices_frame(top.get("deviceProperties")),
+        "devices": devices_frame(top.get("deviceProperties"), bad),
     }
+    return fields, bad[0]
 
 
-def devices_frame(props: Any) -> pl.DataFrame:
+def devices_frame(props: Any, bad: list[int] | None = None) -> pl.DataFrame:
+    """One row per device object; a value of the wrong JSON type (a list where a number
+    belongs, say) is null and counted in `bad[0]`."""
+    bad = [0] if bad is None else bad
+    if props is not None and not isinstance(props, list):
+        bad[0] += 1
     rows = []
     for p in props if isinstance(props, list) else []:
-        if isinstance(p, dict):
-            rows.append({col: p.get(key) for key, col in DEVICE_KEYS.items()})
+        if not isinstance(p, dict):
+            bad[0] += 1
+            continue
+        rows.append({col: (_str_field if DEVICES_SCHEMA[col] == pl.String else _int_field)(p, key, bad)
+                     for key, col in DEVICE_KEYS.items()})
     if not rows:
         return pl.DataFrame(schema=DEVICES_SCHEMA)
-    frame = pl.DataFrame(rows, infer_schema_length=None, strict=False)
-    cols = [pl.col(c).cast(t, strict=False) if c in frame.columns else pl.lit(None, t).alias(c)
-            for c, t in DEVICES_SCHEMA.items()]
-    return frame.select(cols).unique("id", keep="first", maintain_order=True)
+    frame = pl.DataFrame(rows, schema={c: DEVICES_SCHEMA[c] for c in DEVICE_KEYS.values()})
+    return frame.select(list(DEVICES_SCHEMA)).unique("id", keep="first", maintain_order=True)
+
+
+def _typed(obj: dict[str, Any], key: str, kind: type, default: Any, bad: list[int]) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, kind):
+        return value
+    bad[0] += 1
+    return default
+
+
+def _int_field(obj: dict[str, Any], key: str, bad: list[int]) -> int | None:
+    """An integer field: a number (or numeric string) in Int64's range, else None (counted)."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    out = _int(value)
+    if out is None or not -(2**63) <= out < 2**63:
+        bad[0] += 1
+        return None
+    return out
+
+
+def _str_field(obj: dict[str, Any], key: str, bad: list[int]) -> str | None:
+    """A text field: a string, or a number written as text; anything else None (counted)."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    bad[0] += 1
+    return None
 
 
 def name_metadata(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:

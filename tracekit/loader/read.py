@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import TraceFormatError
 from tracekit.loader.batch import Batch, empty_batch, piece_batch
 from tracekit.loader.events import PieceError
-from tracekit.loader.scan import Final, Reader, Recovery, read_final
+from tracekit.loader.scan import Chunk, Final, Reader, Recovery, read_final
+from tracekit.loader.skip import Skipped, drop_bad_events
 from tracekit.loader.workers import Helper, read_batch
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class ReadResult:
     events: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     deep: int = 0  # containers outside the chunks (head, final piece) nested too deep, emptied
+    skipped: Skipped = field(default_factory=Skipped)  # events not valid JSON, skipped
 
 
 class Ingest:
@@ -144,16 +146,21 @@ def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_B
                 prev_end = _speculate(reader, ingest, helper)
             prev_end = _verified(reader, ingest, prev_end)
             final = reader.final("object" if head.form == "object" else "array")
-        out, batch = read_final(final, prev_end, path, piece_batch)
-        ingest.put(reader.index, batch if batch is not None else empty_batch())
+        out, batches = read_final(final, prev_end, path, piece_batch)
+        for batch in batches or [empty_batch()]:
+            ingest.put(reader.index, batch)
+            reader.index += 1
         parts = ingest.finish()
     except RecursionError:  # a decode this module does not expect to nest (the others flatten first)
         raise TraceFormatError("JSON nested too deeply to read", path=path) from None
     finally:
         ingest.close()
     top = {**head.top, **out.tail}
+    skipped = reader.skipped
+    if out.skipped.count:
+        skipped.add(out.skipped.first_at or 0, out.skipped.count)  # type: ignore[arg-type]
     return ReadResult(head.form, top, parts, out.recovery, out.not_closed, sum(p.n for p in parts),
-                      deep=reader.deep + out.deep)
+                      deep=reader.deep + out.deep, skipped=skipped)
 
 
 def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
@@ -220,7 +227,10 @@ def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
 
 
 def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | None:
-    """Cut, decode, and only then cut the next chunk; re-cut a chunk that failed at its end."""
+    """Cut, decode, and only then cut the next chunk; re-cut a chunk that failed at its end.
+
+    A chunk that fails in its middle has its events checked one by one: those that are not
+    valid JSON (NaN, a raw control character...) are skipped and counted, the rest decoded."""
     tries = 0
     while (chunk := reader.next_chunk()) is not None:
         try:
@@ -230,10 +240,26 @@ def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | Non
                 tries += 1
                 reader.recut(chunk, tries)
                 continue
-            reader.unread(bytes(chunk.span), chunk.start, chunk.index)  # broken: the rest is the final piece
-            return prev_end
+            batch = None if exc.at_end else _without_bad_events(reader, chunk)
+            if batch is None:
+                reader.unread(bytes(chunk.span), chunk.start, chunk.index)  # broken: the rest is the final piece
+                return prev_end
         tries = 0
         ingest.put(chunk.index, batch)
         prev_end = chunk.start + chunk.cut
         del chunk, batch  # this chunk's text and columns are not kept while the next is cut
     return prev_end
+
+
+def _without_bad_events(reader: Reader, chunk: Chunk) -> Batch | None:
+    """The chunk's batch without its events that are not valid JSON (counted in
+    `reader.skipped`), or None when no single event is to blame."""
+    text, bad = drop_bad_events(chunk.body)
+    if not bad:
+        return None
+    try:
+        batch = piece_batch(text, bare=True) if text else empty_batch()
+    except PieceError:
+        return None
+    reader.skipped.add(chunk.start + bad[0], len(bad))
+    return batch

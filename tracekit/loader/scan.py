@@ -28,15 +28,23 @@ import msgspec
 from tracekit import format as fmt
 from tracekit.errors import TraceFormatError
 from tracekit.loader.events import PieceError, decode_any, decode_flat, error_offset, flatten_deep
+from tracekit.loader.skip import Skipped, around_bad
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _KEY = b'"traceEvents"'
+_OURS = b'"tracekit events"'  # the array being read, under a key no later "traceEvents" key overwrites
 _WS = b" \t\r\n"
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _WINDOW = 1 << 16
 FINAL_BYTES = 64 * 1024  # at the end, text shorter than this is left whole for the final piece
 RAMP_CHUNKS = 2  # the first chunks are smaller (see Reader._target)
+# One event (from its "{" to the "}" before the next one's ","), whitespace and strings
+# included, is refused past this: no real event comes near it, and without a limit a
+# string or a run of whitespace of any length would be held, searched and decoded whole.
+# The text after the last event (the end of the array, the keys after it) counts as one.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -93,6 +101,7 @@ class Reader:
         self._limit: int | None = None  # re-cut: the cut must fall before this
         self._min_cut = 0  # grow: the cut must fall after this
         self.deep = 0  # containers in the head nested too deep to decode, emptied
+        self.skipped = Skipped()  # events that were not valid JSON, skipped by the caller
 
     # -- buffer ---------------------------------------------------------------------------
 
@@ -149,6 +158,19 @@ class Reader:
         self._buf = self._join()[n:]
         self.pos += n
 
+    def _skip_space(self) -> None:
+        """Drop the whitespace at the front of the text as it is read: a run of it of any
+        length costs a piece of memory, and time linear in its length."""
+        while True:
+            self._fill(1 << 16)
+            buf = self._join()
+            found = _NON_SPACE.search(buf)
+            skip = found.start() if found is not None else len(buf)
+            if skip:
+                self._consume(skip)
+            if found is not None or self.eof:
+                return
+
     def read_rest(self) -> bytes:
         """Everything not handed out yet, to the end of the stream."""
         while not self.eof:
@@ -173,21 +195,21 @@ class Reader:
         if wide:
             raise TraceFormatError(f"the file is {wide} text (e.g. written by PowerShell's `>`); re-save it as UTF-8",
                                    path=self.path)
-        start = _first_non_space(buf)
-        while start < 0 and not self.eof:
-            self._fill(self._pending() + (1 << 20))
-            buf = self._join()
-            start = _first_non_space(buf)
-        if start < 0:
+        self._skip_space()
+        buf = self._join()
+        if not buf:
             raise TraceFormatError("file is empty (no JSON)", path=self.path)
-        first = buf[start : start + 1]
+        first = buf[:1]
         if first == b"[":
-            self._consume(start + 1)
+            self._consume(1)
             return Head("array")
-        if first == b"{":
-            found = self._find_events_key(start)
-            if found is not None:
-                return found
+        if first != b"{":  # refused before the rest is read (a file of zeros, say)
+            raise TraceFormatError(
+                f"not a trace: expected a JSON object or array at byte {self.pos}, found {first!r}", path=self.path
+            )
+        found = self._find_events_key(0)
+        if found is not None:
+            return found
         return self._whole_document()
 
     def _find_events_key(self, start: int) -> Head | None:
@@ -196,8 +218,9 @@ class Reader:
         for _ in range(64):
             buf = self._join()
             key = buf.find(_KEY, searched)
-            while key < 0 and not self.eof:
-                self._fill(self._pending() + (4 << 20))
+            while key < 0 and not self.eof:  # grow by the buffer's size: each byte copied and searched a few times
+                searched = max(searched, len(buf) - len(_KEY))
+                self._fill(self._pending() + max(4 << 20, self._pending()))
                 buf = self._join()
                 key = buf.find(_KEY, searched)
             if key < 0:
@@ -265,7 +288,9 @@ class Reader:
 
     def next_chunk(self) -> Chunk | None:
         """The next run of whole events, or None when what is left is the final piece."""
+        self._skip_space()
         need = max(self._target(), self._min_cut + 1)
+        floor = 0  # no separator starts before this (the buffer was searched up to it)
         while True:
             self._fill(need + 1)
             buf = self._join()
@@ -276,9 +301,9 @@ class Reader:
                     return None
                 need = len(buf)
             hi = min(len(buf), need if self._limit is None else self._limit)
-            found = _last_separator(buf, hi, self._min_cut)
+            found = _last_separator(buf, hi, max(self._min_cut, floor))
             if found is None and self._limit is None:
-                found = _next_separator(buf, max(hi, self._min_cut))
+                found = _next_separator(buf, max(hi, self._min_cut, floor))
             if found is not None:
                 cut, nxt = found
                 self._limit, self._min_cut = None, 0
@@ -293,7 +318,16 @@ class Reader:
                 continue
             if self.eof:
                 return None
-            need = len(buf) + self.chunk_bytes  # one event longer than the buffer: read on
+            if len(buf) > MAX_EVENT_BYTES:
+                raise TraceFormatError(
+                    f"the event at byte {self.pos:,} runs past {MAX_EVENT_BYTES >> 20} MB without its end (an "
+                    f"over-long string or run of whitespace); events over {MAX_EVENT_BYTES >> 20} MB are refused",
+                    path=self.path)
+            # one event longer than the buffer: read on, doubling it (each byte is joined and
+            # searched a few times, not once per chunk_bytes); a separator starts at the last "}" or later
+            last = buf.rfind(b"}", floor, len(buf))
+            floor = last if last >= 0 else len(buf)
+            need = min(len(buf) + max(self.chunk_bytes, len(buf)), MAX_EVENT_BYTES + 1)
 
     def _target(self) -> int:
         """This chunk's size: a quarter, then half of `chunk_bytes` for the first two, so
@@ -388,57 +422,92 @@ class Recovery:
 class FinalResult:
     tail: dict[str, Any] = field(default_factory=dict)  # top-level keys after the array
     recovery: Recovery | None = None
+    skipped: Skipped = field(default_factory=Skipped)  # events not valid JSON, skipped
     not_closed: bool = False  # the array is complete but the object around it is not
     deep: int = 0  # containers nested too deep to decode, emptied
 
 
-def read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
+def read_final(final: Final, prev_end: int | None, path: str,
+               decode: Callable[[bytes], Any]) -> tuple[FinalResult, list[Any]]:
     """Decode the final piece with `decode(piece)` (which raises `PieceError`).
 
     `prev_end` is where the events before this piece end (None: there were none). Returns
-    the FinalResult and what `decode` returned for the events kept (None: no events).
-    Text nested too deep for the decoder is emptied (same length) and read again.
+    the FinalResult and what `decode` returned for each run of events kept, in order. An
+    event that is not valid JSON (NaN, a raw control character...) with events after it
+    is skipped and counted, and the rest read on. Text nested too deep for the decoder is
+    emptied (same length) and read again.
     """
-    try:
-        return _read_final(final, prev_end, path, decode)
-    except RecursionError:
-        text, deep = flatten_deep(final.text)
-        out, result = _read_final(Final(text, final.start, final.mode, final.total), prev_end, path, decode)
-        out.deep += deep
-        return out, result
+    results: list[Any] = []
+    skipped = Skipped()
+    deep = 0
+    while True:
+        try:
+            out, result, resume = _read_final(final, prev_end, path, decode)
+        except RecursionError:
+            text, more = flatten_deep(final.text)
+            deep += more
+            final = Final(text, final.start, final.mode, final.total)
+            out, result, resume = _read_final(final, prev_end, path, decode)
+        if result is not None:
+            results.append(result)
+        if resume is None:
+            out.deep += deep
+            out.skipped = skipped
+            return out, results
+        at, kept_end, final = resume
+        skipped.add(at)
+        prev_end = kept_end if kept_end is not None else prev_end
 
 
-def _read_final(final: Final, prev_end: int | None, path: str, decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
+Resume = tuple[int, int | None, Final]  # where a bad event starts, where the events before it end, the rest
+
+
+def _read_final(final: Final, prev_end: int | None, path: str,
+                decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any, Resume | None]:
     body = b"[" + final.text
     if final.mode == "object":
         try:
-            top = _TOP.decode(b'{"traceEvents":' + body)
+            top = _TOP.decode(b'{' + _OURS + b':' + body)
         except msgspec.DecodeError:
             pass
         else:
-            events = bytes(top.pop("traceEvents"))
+            events = bytes(top.pop(_OURS.decode()[1:-1]))  # a second "traceEvents" stays in the tail
             tail = decode_top(top)
             try:
-                return FinalResult(tail=tail), decode(events)
+                return FinalResult(tail=tail), decode(events), None
             except PieceError as exc:  # valid JSON around bytes msgspec will not take (bad UTF-8)
-                out, result = _recover(events, exc.message, final, prev_end, path, decode)
+                out, result, resume = _recover(events, exc.message, final, prev_end, path, decode)
                 out.tail = tail
-                return out, result
+                return out, result, resume
     try:
         result = decode(body)
     except PieceError as exc:
         return _recover(body, exc.message, final, prev_end, path, decode)
-    return FinalResult(not_closed=final.mode != "array"), result
+    return FinalResult(not_closed=final.mode != "array"), result, None
 
 
 def _recover(body: bytes, error: str, final: Final, prev_end: int | None, path: str,
-             decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any]:
-    """Keep every complete event before the point where the JSON breaks."""
+             decode: Callable[[bytes], Any]) -> tuple[FinalResult, Any, Resume | None]:
+    """Keep every complete event before the point where the JSON breaks; a bad event with
+    events after it is skipped (the third value says where to read on)."""
     base = final.start - 1  # body[0] is the "[" put before final.text
     bad_at = error_offset(error, len(body))
     # the text ended early, or broke at its very end (a number cut after its "." or "e",
     # which the decoder calls malformed): truncated, not malformed
     kind = "truncated" if "truncated" in error or bad_at >= len(body) else "malformed"
+    # not past the array's end ("trailing characters": a "},{" further on is in the keys after it)
+    split = around_bad(body, bad_at, 1) if kind == "malformed" and "trailing characters" not in error else None
+    if split is not None:
+        before, bad_start, after = split
+        result = None
+        if before > 1:
+            try:
+                result = decode(body[:before] + b"]")
+            except PieceError:  # the break is not where it seemed: recover as before
+                split = None
+        if split is not None:
+            rest = Final(body[after:], base + after, final.mode, final.total)
+            return FinalResult(), result, (base + bad_start, base + before if before > 1 else None, rest)
     cut = bad_at
     for _ in range(64):
         cut = body.rfind(b"}", 0, cut)
@@ -449,11 +518,11 @@ def _recover(body: bytes, error: str, final: Final, prev_end: int | None, path: 
             _RAW_LIST.decode(candidate)
         except msgspec.DecodeError:
             continue
-        return FinalResult(recovery=Recovery(kind, base + bad_at, base + cut + 1, final.total)), decode(candidate)
+        return FinalResult(recovery=Recovery(kind, base + bad_at, base + cut + 1, final.total)), decode(candidate), None
     if prev_end is not None:  # nothing complete in this piece: keep what came before it
-        return FinalResult(recovery=Recovery(kind, base + bad_at, prev_end, final.total)), None
+        return FinalResult(recovery=Recovery(kind, base + bad_at, prev_end, final.total)), None, None
     if body.strip() in (b"[", b"[]"):
-        return FinalResult(recovery=Recovery(kind, base + bad_at, None, final.total)), None
+        return FinalResult(recovery=Recovery(kind, base + bad_at, None, final.total)), None, None
     raise TraceFormatError(
         f"not valid JSON and no complete event could be recovered ({error}, at byte {base + bad_at})",
         path=path,

@@ -10,6 +10,7 @@ does: no pieces and no thread.
 from __future__ import annotations
 
 import io
+import math
 import os
 import queue
 import stat
@@ -38,6 +39,22 @@ def _default_max_bytes() -> int:
 
 
 DEFAULT_MAX_BYTES = _default_max_bytes()  # decompressed size refused past this (gzip bomb guard)
+# Real Kineto JSON gzips 10-30x (the shared traces: 10x to 27x); 1 GiB of whitespace or
+# zeros gzips about 1,000x. Past MAX_RATIO times the file's size (and RATIO_FLOOR bytes,
+# so that a small, very repetitive trace still loads) a gzip file is refused as a bomb.
+RATIO_ENV = "TRACEKIT_MAX_RATIO"
+DEFAULT_MAX_RATIO = 100
+RATIO_FLOOR = 64 * 1024 * 1024
+
+
+def max_ratio() -> float:
+    """The decompression ratio refused past (`TRACEKIT_MAX_RATIO`; 0 turns the check off)."""
+    raw = os.environ.get(RATIO_ENV, "")
+    try:
+        value = float(raw) if raw.strip() else DEFAULT_MAX_RATIO
+    except ValueError:
+        raise TraceError(f"{RATIO_ENV}={raw!r} is not a number") from None
+    return value if math.isfinite(value) and value >= 0 else DEFAULT_MAX_RATIO
 GZIP_READ_BYTES = 128 * 1024  # compressed bytes read at a time (see Stream._inflate)
 PIECE_BYTES = 1024 * 1024  # decompressed piece size handed to the scanner
 READ_AHEAD = 6  # pieces the reading thread may hold ready (a chunk and a half)
@@ -78,8 +95,12 @@ class Stream:
         else:
             self._fh = open_regular(path, self.path)
             self.size_bytes = os.fstat(self._fh.fileno()).st_size
-        self.compressed = self._fh.read(2) == GZIP_MAGIC
-        self._fh.seek(0)
+        try:  # a "regular file" may still fail to read (/proc/self/mem: EIO)
+            self.compressed = self._fh.read(2) == GZIP_MAGIC
+            self._fh.seek(0)
+        except OSError as exc:
+            self._fh.close()
+            raise os_error(exc, self.path) from None
         self.max_bytes = max_bytes
         self.piece_bytes = piece_bytes
         self.truncated_gzip = False
@@ -165,7 +186,9 @@ class Stream:
         """Decompress (several gzip members allowed) up to max_bytes."""
         d = _inflate.decompressobj(wbits=31)
         fed = False  # has the current gzip member received any input?
-        limit = self.max_bytes
+        ratio = max_ratio()
+        bomb = max(RATIO_FLOOR, int(ratio * self.size_bytes)) if ratio else None
+        limit = self.max_bytes if bomb is None else min(self.max_bytes, bomb)
         while chunk := self._fh.read(GZIP_READ_BYTES):
             self.position += len(chunk)
             while chunk:
@@ -179,8 +202,7 @@ class Stream:
                     return
                 self.total += len(piece)
                 if self.total > limit:
-                    raise TraceTooLargeError(f"decompresses to more than {limit:,} bytes (limit); refusing",
-                                             path=self.path)
+                    raise TraceTooLargeError(self._over(limit, ratio), path=self.path)
                 if piece:
                     yield piece
                 chunk = d.unconsumed_tail
@@ -192,6 +214,13 @@ class Stream:
         self.truncated_gzip = fed and not d.eof
         if self.truncated_gzip and not self.total:
             raise TraceFormatError(_nothing_inflated(self.size_bytes), path=self.path)
+
+    def _over(self, limit: int, ratio: float) -> str:
+        if limit == self.max_bytes:
+            return f"decompresses to more than {limit:,} bytes (limit); refusing"
+        return (f"decompresses to more than {limit:,} bytes from {self.size_bytes:,} on disk, over {ratio:g}x "
+                f"(real traces compress 10-30x): a decompression bomb? Refusing; set {RATIO_ENV}=N to allow "
+                f"a ratio of N (0: no limit)")
 
     def close(self) -> None:
         self._stop.set()
