@@ -63,13 +63,6 @@ ALLOWED = {
 # Today's imports against the table: (importer, imported) -> why it still exists (and what
 # removes it). Never add to this list: change the design or the table (and the doc) instead.
 EXCEPTIONS = {
-    # constant columns and the clock-offset note are facts of the Trace, kept in the loader
-    ("tracekit.analysis.gaps", "tracekit.loader.clocks"): "clocks_disagree reads the trace's notes",
-    ("tracekit.analysis.gaps", "tracekit.loader.constants"): "constant_columns on its result",
-    ("tracekit.analysis.launches", "tracekit.loader.constants"): "constant_columns on its result",
-    ("tracekit.findings.rules.host", "tracekit.loader.clocks"): "clocks_disagree reads the trace's notes",
-    ("tracekit.analysis_cache", "tracekit.loader.constants"): "constant_columns on frames read back",
-    ("tracekit.loader.cache", "tracekit.loader.constants"): "constant_columns on frames read back",
     # the findings size their thread pool with the pipeline's memory rule (large, workers_for);
     # goes when that rule moves to the runtime, beside the allocator
     ("tracekit.findings.engine", "tracekit.analyse"): "default_workers calls analyse.workers_for",

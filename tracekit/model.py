@@ -249,6 +249,36 @@ def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+# dtypes whose equality is plain equality (floats are left out: NaN and -0.0 compare oddly)
+_EXACT = (pl.String, pl.Categorical, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64,
+          pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+
+
+def constant_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each column that holds only nulls (of any dtype), or one value and no
+    null (text, integers, booleans), as a constant column.
+
+    Polars holds such a column as one value and a length: no memory, and filters, gathers,
+    sorts and joins copy nothing for it. Traces are full of them (shape columns without
+    `record_shapes`, one process on every call, the flows' fixed category), so the load, the
+    caches reading a frame back and the analyses' large results all go through this."""
+    if frame.height < 2:
+        return frame
+    fixed = []
+    for name, dtype in frame.schema.items():
+        column = frame.get_column(name)
+        if column.null_count() == frame.height:
+            fixed.append(pl.lit(None, dtype).alias(name))
+        elif dtype in _EXACT and not column.null_count() and _one_value(column):
+            fixed.append(pl.lit(column[0], dtype).alias(name))
+    return frame.with_columns(fixed) if fixed else frame
+
+
+def _one_value(column: pl.Series) -> bool:
+    first = column[0]
+    return bool(column[-1] == first) and bool((column == first).all())
+
+
 @dataclass(frozen=True)
 class TraceMeta:
     """What the file says about itself, beside its events."""
@@ -321,3 +351,9 @@ class Trace:
         data["meta"] = self.meta
         data.update(changes)
         return Trace(**data)
+
+
+def clocks_disagree(trace: Trace) -> bool:
+    """The trace carries a `clock_offset` note (`loader.clocks`): times on the host and on
+    the GPU cannot be compared (launch latency, a gap's late part, a launch edge's length)."""
+    return bool((trace.warnings["code"] == "clock_offset").any())
