@@ -48,8 +48,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader import cache as loader_cache
-from tracekit.loader.constants import constant_columns
-from tracekit.model import DERIVED_FROM_TRACE, Trace
+from tracekit.model import DERIVED_FROM_TRACE, Trace, constant_columns
 
 FORMAT = "1"  # bump when the entry layout changes
 SUBDIR = loader_cache.ANALYSES

@@ -29,7 +29,7 @@ warnings     every problem met while loading: `level`, `code`, `count`, `message
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import polars as pl
 
@@ -37,6 +37,9 @@ I64 = pl.Int64
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1  # the bounds of an Int64
 F64 = pl.Float64
 STR = pl.String
+# a column's dtype as the schemas write it: a class (`pl.Int64`) or an instance (`pl.List(I64)`)
+DType: TypeAlias = pl.DataType | type[pl.DataType]
+Schema: TypeAlias = dict[str, DType]
 # Text held as codes (a Categorical): four bytes a row where a string takes a 16-byte view,
 # for columns of few distinct values over many rows that the analyses do not match patterns
 # on: `ph`, `cat`, `pid` and `tid` of every frame (the 1 GB trace: 565 -> 485 MiB, and the
@@ -56,7 +59,7 @@ ENGINE = "in-memory"
 # 0.03 s against 0.19 GB and 0.11 s; an eager group-by is the in-memory one).
 GROUPING_ENGINE = "streaming"
 
-OPS_SCHEMA: dict[str, pl.DataType] = {
+OPS_SCHEMA: Schema = {
     "eid": I64,
     "ph": TEXT,
     "cat": TEXT,
@@ -79,7 +82,7 @@ OPS_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
-RUNTIME_SCHEMA: dict[str, pl.DataType] = {
+RUNTIME_SCHEMA: Schema = {
     "eid": I64,
     "cat": TEXT,
     "name": STR,
@@ -94,7 +97,7 @@ RUNTIME_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
-GPU_SCHEMA: dict[str, pl.DataType] = {
+GPU_SCHEMA: Schema = {
     "eid": I64,
     "cat": TEXT,
     "name": STR,
@@ -122,7 +125,7 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
-FLOWS_SCHEMA: dict[str, pl.DataType] = {
+FLOWS_SCHEMA: Schema = {
     "eid": I64,
     "cat": TEXT,
     "name": TEXT,
@@ -134,7 +137,7 @@ FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "binding_point": TEXT,
 }
 
-COUNTERS_SCHEMA: dict[str, pl.DataType] = {
+COUNTERS_SCHEMA: Schema = {
     "eid": I64,
     "cat": TEXT,
     "name": STR,
@@ -145,7 +148,7 @@ COUNTERS_SCHEMA: dict[str, pl.DataType] = {
     "value": F64,
 }
 
-INSTANTS_SCHEMA: dict[str, pl.DataType] = {
+INSTANTS_SCHEMA: Schema = {
     "eid": I64,
     "ph": TEXT,
     "cat": TEXT,
@@ -157,7 +160,7 @@ INSTANTS_SCHEMA: dict[str, pl.DataType] = {
     "args": STR,
 }
 
-MEMORY_SCHEMA: dict[str, pl.DataType] = {
+MEMORY_SCHEMA: Schema = {
     "eid": I64,
     "pid": TEXT,
     "tid": TEXT,
@@ -170,7 +173,7 @@ MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "total_reserved": I64,
 }
 
-WARNINGS_SCHEMA: dict[str, pl.DataType] = {
+WARNINGS_SCHEMA: Schema = {
     "level": STR,  # warning (something was lost or repaired) | info (noted, nothing lost)
     "code": STR,
     "count": I64,
@@ -178,7 +181,7 @@ WARNINGS_SCHEMA: dict[str, pl.DataType] = {
     "first_eid": I64,
 }
 
-DEVICES_SCHEMA: dict[str, pl.DataType] = {
+DEVICES_SCHEMA: Schema = {
     "id": I64,
     "name": STR,
     "total_global_mem": I64,
@@ -196,21 +199,21 @@ DEVICES_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # pid and tid as the frames hold them (`TEXT`): a thread's or a process's name joins on them
-THREADS_SCHEMA: dict[str, pl.DataType] = {
+THREADS_SCHEMA: Schema = {
     "pid": TEXT,
     "tid": TEXT,
     "name": STR,
     "sort_index": I64,
 }
 
-PROCESSES_SCHEMA: dict[str, pl.DataType] = {
+PROCESSES_SCHEMA: Schema = {
     "pid": TEXT,
     "name": STR,
     "labels": STR,
     "sort_index": I64,
 }
 
-SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+SCHEMAS: dict[str, Schema] = {
     "ops": OPS_SCHEMA,
     "runtime": RUNTIME_SCHEMA,
     "gpu": GPU_SCHEMA,
@@ -244,9 +247,39 @@ GPU_WORK_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
 NOT_CPU_CATS: tuple[str, ...] = ("trace", "overhead", "gpu_user_annotation")
 
 
-def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty_frame(schema: Schema) -> pl.DataFrame:
     """An empty frame with the given schema."""
     return pl.DataFrame(schema=schema)
+
+
+# dtypes whose equality is plain equality (floats are left out: NaN and -0.0 compare oddly)
+_EXACT = (pl.String, pl.Categorical, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64,
+          pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+
+
+def constant_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each column that holds only nulls (of any dtype), or one value and no
+    null (text, integers, booleans), as a constant column.
+
+    Polars holds such a column as one value and a length: no memory, and filters, gathers,
+    sorts and joins copy nothing for it. Traces are full of them (shape columns without
+    `record_shapes`, one process on every call, the flows' fixed category), so the load, the
+    caches reading a frame back and the analyses' large results all go through this."""
+    if frame.height < 2:
+        return frame
+    fixed = []
+    for name, dtype in frame.schema.items():
+        column = frame.get_column(name)
+        if column.null_count() == frame.height:
+            fixed.append(pl.lit(None, dtype).alias(name))
+        elif dtype in _EXACT and not column.null_count() and _one_value(column):
+            fixed.append(pl.lit(column[0], dtype).alias(name))
+    return frame.with_columns(fixed) if fixed else frame
+
+
+def _one_value(column: pl.Series) -> bool:
+    first = column[0]
+    return bool(column[-1] == first) and bool((column == first).all())
 
 
 @dataclass(frozen=True)
@@ -308,9 +341,10 @@ class Trace:
     def start_ns(self) -> int:
         """The earliest start of any slice, call, GPU row or instant (0 for an empty trace):
         where reports and findings count "from the trace start"."""
-        starts = [f["ts_ns"].min() for f in (self.ops, self.runtime, self.gpu, self.instants) if f.height]
-        starts = [s for s in starts if s is not None]
-        return int(min(starts)) if starts else 0  # type: ignore[type-var]
+        starts = [cast("int | None", f["ts_ns"].min()) for f in (self.ops, self.runtime, self.gpu, self.instants)
+                  if f.height]  # (Int64 columns)
+        known = [s for s in starts if s is not None]
+        return int(min(known)) if known else 0
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {name: getattr(self, name) for name in FRAME_NAMES}
@@ -321,3 +355,9 @@ class Trace:
         data["meta"] = self.meta
         data.update(changes)
         return Trace(**data)
+
+
+def clocks_disagree(trace: Trace) -> bool:
+    """The trace carries a `clock_offset` note (`loader.clocks`): times on the host and on
+    the GPU cannot be compared (launch latency, a gap's late part, a launch edge's length)."""
+    return bool((trace.warnings["code"] == "clock_offset").any())

@@ -66,9 +66,7 @@ from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
 from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
-from tracekit.loader.clocks import clocks_disagree
-from tracekit.loader.constants import constant_columns
-from tracekit.model import TEXT, Trace
+from tracekit.model import TEXT, Trace, clocks_disagree, constant_columns
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",

@@ -37,8 +37,7 @@ import polars as pl
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import in_time_order, in_time_order_already
 from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE, remember
-from tracekit.loader.constants import constant_columns
-from tracekit.model import TEXT, Trace
+from tracekit.model import TEXT, Trace, constant_columns
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 

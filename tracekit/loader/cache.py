@@ -219,7 +219,7 @@ def _read_frame(data: dict[str, bytes], name: str, schema: dict[str, pl.DataType
     frame = pl.read_parquet(data[name], memory_map=False).rechunk()
     if dict(frame.schema) != schema:
         raise ValueError(f"{name}: schema differs from the model")
-    from tracekit.loader.constants import constant_columns
+    from tracekit.model import constant_columns
 
     return constant_columns(frame)
 

@@ -99,8 +99,3 @@ def busy_share(windows: pl.DataFrame, gpu: pl.DataFrame) -> float:
     busy = int((at("gpu_ns") - at("call_ns")).sum())
     return busy / total if total > 0 else 1.0
 
-
-def clocks_disagree(trace) -> bool:
-    """The trace carries a `clock_offset` note: times on the host and on the GPU cannot be
-    compared (launch latency, a gap's late part, a launch edge's length)."""
-    return bool((trace.warnings["code"] == "clock_offset").any())

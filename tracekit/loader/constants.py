@@ -9,33 +9,10 @@ category on every runtime call, the flows' fixed category and name. On the 1 GB 
 op tree alone (`links.cpu_ops`, a filter of the ops) copied 0.1 GB of them.
 
 Made by the load (each frame as it is built) and by the caches as they read a frame back
-(a file read back fills every column's values).
+(a file read back fills every column's values). Defined in the model (`model.constant_columns`),
+as the analyses and caches use it too; the loader's modules import it from here.
 """
 
-from __future__ import annotations
+from tracekit.model import constant_columns
 
-import polars as pl
-
-# dtypes whose equality is plain equality (floats are left out: NaN and -0.0 compare oddly)
-_EXACT = (pl.String, pl.Categorical, pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.Int64,
-          pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
-
-
-def constant_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with each column that holds only nulls (of any dtype), or one value and no
-    null (text, integers, booleans), as a constant column."""
-    if frame.height < 2:
-        return frame
-    fixed = []
-    for name, dtype in frame.schema.items():
-        column = frame.get_column(name)
-        if column.null_count() == frame.height:
-            fixed.append(pl.lit(None, dtype).alias(name))
-        elif dtype in _EXACT and not column.null_count() and _one_value(column):
-            fixed.append(pl.lit(column[0], dtype).alias(name))
-    return frame.with_columns(fixed) if fixed else frame
-
-
-def _one_value(column: pl.Series) -> bool:
-    first = column[0]
-    return column[-1] == first and bool((column == first).all())
+__all__ = ["constant_columns"]

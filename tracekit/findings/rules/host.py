@@ -9,8 +9,7 @@ from tracekit.analysis.intervals import total_union_ns
 from tracekit.analysis.order import longest, longest_gaps
 from tracekit.findings.context import EVIDENCE_ROWS, Context
 from tracekit.findings.registry import Hit, Params, rule
-from tracekit.loader.clocks import clocks_disagree
-from tracekit.model import ENGINE
+from tracekit.model import ENGINE, clocks_disagree
 
 
 @rule(id="launch_bound", severity="high", loses="gpu_idle", title="Short kernels wait on the CPU to launch them",
