@@ -46,13 +46,16 @@ def steps_of(lengths_us: list[int]) -> TraceBuilder:
 
 def test_unrelated_workloads_refused_under_the_gate(tmp_path, capsys):
     # kernel time per step: before GEMM 100 + add 5 + flash 60 = 165 µs, after conv 200 + add 5 = 205 µs;
-    # only the add runs on both sides: covered 5/165 = 0.0303 and 5/205 = 0.0244 -> score 0.024
+    # only the add runs on both sides: covered 5/165 = 0.0303 and 5/205 = 0.0244 -> kernels 0.024;
+    # self CPU time of the ops: before mm 30 + add 20 + flash 20 = 70 µs, after conv 30 + add 20 = 50 µs:
+    # covered 20/70 = 0.286 and 20/50 = 0.4 -> ops 0.286; the score is the better one, 0.286 < 0.7
     a, b = golden(3).write(tmp_path / "a.json.gz"), conv_net(3).write(tmp_path / "b.json.gz")
     out = tmp_path / "d.json"
     assert main(["diff", str(a), str(b), "--fail-if-slower", "5", "-o", str(out)]) == 2
     assert "not gating" in capsys.readouterr().err
     extra = json.loads(out.read_text())["extra"]
-    assert extra["comparable"] is False and extra["similarity"]["score"] == 0.024
+    sim = extra["similarity"]
+    assert extra["comparable"] is False and (sim["kernel_score"], sim["op_score"], sim["score"]) == (0.024, 0.286, 0.286)
     assert "different workloads" in extra["comparable_reason"]
     assert "Not comparable" in json.loads(out.read_text())["verdict"]
     # step 400 -> 800 µs: +100 % and beyond the noise, so with --allow-unrelated it fails as usual
@@ -148,7 +151,7 @@ def test_dlrm_pull_request_comment_is_short():
     from tracekit import load
 
     d = diff(load(SHARED_TRACES / PAIR[0]), load(SHARED_TRACES / PAIR[1]))
-    assert d.comparable and d.similarity.score == 0.85
+    assert d.comparable and (d.similarity.kernel_score, d.similarity.op_score, d.similarity.score) == (0.85, 0.926, 0.926)
     md = render_diff(build_diff_report(d), "md")
     outside = re.sub(r"<details>.*?</details>", "", md, flags=re.S).splitlines()
     assert len(outside) < 40

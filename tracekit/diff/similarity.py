@@ -1,18 +1,21 @@
 """How alike the two workloads of a diff are, so unrelated traces are not diffed as if alike.
 
-Measure (`similarity`): the *time-weighted coverage* of kernel families. A kernel's family
-is its `names.kernel_base` (no template arguments, no architecture prefix) with every run
-of digits replaced by `#` (tile sizes, vector widths) and lower-cased. For each side, the
-share of its kernel time spent in families the other side also runs; the score is the
-smaller of the two shares (0 = nothing in common, 1 = every kernel family runs on both
-sides). Traces without kernels on a side are scored the same way on CPU op names, weighted
-by self CPU time. The step structure is reported beside it: kernels per step on each side.
+Measure (`similarity`): the *time-weighted coverage* of the two sides' kernels and of their
+CPU ops. A kernel's family is its `names.kernel_base` (no template arguments, no
+architecture prefix) with every run of digits as `#` (tile sizes, vector widths),
+lower-cased; an op's is its key, likewise. For each side, the share of its kernel time
+(of its self CPU time, for ops) spent in families the other side also runs; a basis's score
+is the smaller of the two shares (0 = nothing in common, 1 = everything runs on both sides).
+The score is the better of the kernel and the op score: a change of precision or GPU
+renames every GEMM kernel (sgemm -> s16816gemm) but keeps the ops (aten::mm), while an
+unrelated model changes both. The step structure is reported beside it: kernels per step.
 
-`THRESHOLD` = 0.6: on the shared traces the same model compares at 0.85 (DLRM, A100 vs
-V100) and 0.87 (two DLRM captures on A100), while unrelated models score at most 0.56
-(ResNet vs DLRM 0.20 and 0.07, a DDP CNN vs DLRM 0.27 and 0.39, an MLP vs DLRM 0.56). The
-same CNN on V100 and on A100 under DDP scores 0.46 (cuDNN picks other convolution kernels
-per GPU): such a pair is flagged, and `--allow-unrelated` compares it anyway.
+`THRESHOLD` = 0.7: on the shared traces the same model compares at 0.93 (DLRM, A100 vs V100:
+kernels 0.85, ops 0.93), 0.90 (two DLRM captures on A100) and 1.00 (one CNN on V100 and under
+DDP on A100: kernels 0.46, cuDNN picks other convolutions per GPU, ops 1.00), while unrelated
+models score at most 0.61 (an MLP vs DLRM: kernels 0.56, ops 0.61; ResNet vs DLRM 0.54 and
+0.47; a DDP CNN vs DLRM 0.52). Below it the diff says so, and `--allow-unrelated` compares
+anyway.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ import polars as pl
 from tracekit import format as fmt
 from tracekit.diff.profile import Profile
 
-THRESHOLD = 0.6
+THRESHOLD = 0.7
 
 
 @dataclass(frozen=True)
 class Similarity:
     score: float | None  # None: nothing to compare (no kernels and no ops on a side)
-    basis: str  # kernels | ops | none
+    basis: str  # kernels | ops | none: the basis of the better score
+    kernel_score: float | None  # None: no kernels on a side
+    op_score: float | None  # None: no ops on a side
     covered_before: float | None  # share of before's time in families after also runs
     covered_after: float | None
     shared: int  # families on both sides
@@ -47,13 +52,13 @@ class Similarity:
     @property
     def reason(self) -> str | None:
         """Why the two traces are not comparable, in a sentence (None when they are)."""
-        if self.comparable:
+        if self.comparable or self.score is None:
             return None
-        what = "kernel" if self.basis == "kernels" else "CPU op"
-        return (f"the two traces look like different workloads: only {fmt.pct(self.score)} of the "
-                f"{'GPU' if self.basis == 'kernels' else 'CPU'} time runs {what} families both sides run "
-                f"({self.shared} of {self.families_before} vs {self.families_after} {what} families in common; "
-                f"similarity {self.score:.2f} < {self.threshold:g})")
+        parts = [f"{fmt.pct(v)} of the {what} time runs {unit} both sides run"
+                 for v, what, unit in ((self.kernel_score, "GPU", "kernel families"), (self.op_score, "CPU", "ops"))
+                 if v is not None]
+        return (f"the two traces look like different workloads: only {' and '.join(parts)} "
+                f"(similarity {self.score:.2f} < {self.threshold:g})")
 
     def to_dict(self) -> dict[str, object]:
         return {**vars(self), "comparable": self.comparable, "reason": self.reason}
@@ -78,16 +83,18 @@ def _covered(x: pl.DataFrame, y: pl.DataFrame) -> float:
 
 def similarity(b: Profile, a: Profile) -> Similarity:
     (kb, ob), (ka, oa) = _weights(b), _weights(a)
-    if kb.height and ka.height:
-        basis, x, y = "kernels", kb, ka
-    elif ob.height and oa.height:
-        basis, x, y = "ops", ob, oa
-    else:
-        basis, x, y = "none", kb, ka
+    scores = {basis: min(_covered(x, y), _covered(y, x)) for basis, x, y in (("kernels", kb, ka), ("ops", ob, oa))
+              if x.height and y.height}
     per = {s: float(p.steps["kernels"].median() or 0) for s, p in (("b", b), ("a", a))}
-    if basis == "none":
-        return Similarity(None, basis, None, None, 0, x.height, y.height, per["b"], per["a"])
-    cb, ca = _covered(x, y), _covered(y, x)
+    kernel, op = scores.get("kernels"), scores.get("ops")
+    if not scores:
+        return Similarity(None, "none", None, None, None, None, 0, kb.height, ka.height, per["b"], per["a"])
+    basis = max(scores, key=lambda k: (scores[k], k == "kernels"))
+    x, y = (kb, ka) if basis == "kernels" else (ob, oa)
     shared = x.join(y, on="family", how="inner").height
-    return Similarity(round(min(cb, ca), 3), basis, round(cb, 3), round(ca, 3), shared, x.height, y.height,
-                      per["b"], per["a"])
+    return Similarity(round(scores[basis], 3), basis, _round(kernel), _round(op), round(_covered(x, y), 3),
+                      round(_covered(y, x), 3), shared, x.height, y.height, per["b"], per["a"])
+
+
+def _round(score: float | None) -> float | None:
+    return None if score is None else round(score, 3)
