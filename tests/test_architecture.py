@@ -69,6 +69,10 @@ EXCEPTIONS = {
     # annotate copies the original file byte for byte, opened as the loader opens it (gzip,
     # size limit); goes when opening a file is a module of its own below the loader
     ("tracekit.findings.annotate", "tracekit.loader.source"): "read_source re-reads the input",
+    # annotate re-reads the events as raw JSON and skips the ones the loader skips (not valid
+    # JSON); goes with the module above, when reading events is a layer below both
+    ("tracekit.findings.annotate", "tracekit.loader.events"): "empties deep args as the loader does",
+    ("tracekit.findings.annotate", "tracekit.loader.skip"): "skips invalid events as the loader does",
     # the roofline section carries a finished SVG; goes when the report model carries the
     # roofline's points and each renderer draws them
     ("tracekit.report.extras", "tracekit.render.roofline_svg"): "draws the roofline into the model",
