@@ -160,8 +160,8 @@ def assert_same_both_ways(data: bytes, chunk_bytes: int = 512) -> None:
 
 FLOAT_KEYS = tuple(A.ALL_KEYS[f] for f in A.ALL_KEYS if A.KIND[f] == "float")
 KNOWN: dict[str, str] = {  # strict xfails: remove an entry when its fix lands
-    **{k: "an integer beyond Float64 in a float args key: the Python path's to_float (args.py) raises "
-          "OverflowError, not a TraceError" for k in FLOAT_KEYS if k != "flops"},
+    "cuda_sync_kind": "read one byte a piece, the Python path's check of a failed chunk drops three sound "
+                      "events next to a bad one (61 ops, 21 invalid_json) that the scanner keeps (64, 15)",
     **{k: "GPU rows with equal ts and this key unreadable come out in another row order with the scanner "
           "than without" for k in ("id", "s", "bp")},
 }

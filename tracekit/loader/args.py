@@ -180,8 +180,12 @@ def to_int(v: Any) -> int | None:
 
 
 def to_float(v: Any) -> float | None:
+    """A finite float, else None (an integer beyond Float64, like an infinity, is no value)."""
     if isinstance(v, (bool, int, float)):
-        f = float(v)
+        try:
+            f = float(v)
+        except OverflowError:
+            return None
         return f if math.isfinite(f) else None
     if isinstance(v, str):
         try:
