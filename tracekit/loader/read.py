@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import TraceFormatError
 from tracekit.loader.batch import Batch, empty_batch, piece_batch
 from tracekit.loader.events import PieceError
-from tracekit.loader.scan import Chunk, Final, Reader, Recovery, read_final
+from tracekit.loader.final import Recovery, read_final
+from tracekit.loader.scan import Chunk, Final, Reader
 from tracekit.loader.skip import Skipped, drop_bad_events
 from tracekit.loader.workers import Helper, read_batch
 
@@ -240,10 +241,11 @@ def _verified(reader: Reader, ingest: Ingest, prev_end: int | None) -> int | Non
                 tries += 1
                 reader.recut(chunk, tries)
                 continue
-            batch = None if exc.at_end else _without_bad_events(reader, chunk)
-            if batch is None:
+            kept = None if exc.at_end else _without_bad_events(reader, chunk)
+            if kept is None:
                 reader.unread(bytes(chunk.span), chunk.start, chunk.index)  # broken: the rest is the final piece
                 return prev_end
+            batch = kept
         tries = 0
         ingest.put(chunk.index, batch)
         prev_end = chunk.start + chunk.cut
