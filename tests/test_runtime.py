@@ -149,10 +149,15 @@ print(before, rss())
 def test_trim_heap_hands_glibcs_free_heap_back_whatever_the_arenas():
     for env in ({}, {"MALLOC_ARENA_MAX": "1"}):  # (as the command leaves it)
         clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-        out = subprocess.run([sys.executable, "-c", HEAP], capture_output=True, text=True, check=True,
-                             env={**clean, **env})
-        before, after = map(int, out.stdout.split())
-        assert before - after >= 250, env  # the 300 MiB freed went back
+        seen = []
+        for _ in range(3):  # (once in a parallel suite the freed heap was not yet counted before: try again)
+            out = subprocess.run([sys.executable, "-c", HEAP], capture_output=True, text=True, check=True,
+                                 env={**clean, **env})
+            seen.append(tuple(map(int, out.stdout.split())))
+            if seen[-1][0] - seen[-1][1] >= 250:  # the 300 MiB freed went back
+                break
+        else:
+            raise AssertionError(f"{env}: RSS before and after the trim, MiB: {seen}")
 
 
 def test_cli_raises_the_collectors_threshold_and_the_library_does_not():
