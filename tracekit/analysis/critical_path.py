@@ -416,7 +416,7 @@ def _sentence(verdict: str, share: float, shares: dict[str, float], segs: pl.Dat
     if verdict == "empty":
         return "empty window: nothing to analyse"
     if verdict == "no-gpu":
-        return (f"no GPU work in this window: the critical path is host-only (CPU ops {fmt.pct(shares['cpu_compute'], 0)}, "
+        return (f"no GPU work in this window: the critical path is host-only (host work {fmt.pct(shares['cpu_compute'], 0)}, "
                 f"Python and calls {fmt.pct(shares['python_overhead'] + shares['launch_overhead'], 0)})")
     if verdict == "gpu-bound":
         gpu = segs.select("cls", "name", "dur_ns").filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
