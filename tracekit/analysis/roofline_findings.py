@@ -156,7 +156,7 @@ def _attention_finding(result: RooflineResult, floor_ns: float, n: int) -> dict 
     ops = result.ops.filter((pl.col("work_class") == "attention") & pl.col("efficiency").is_not_null())
     if ops.is_empty():
         return None
-    hopper = result.devices.select("device", _hopper=pl.col("product").str.contains(r"^(H1|H2|H8|B2)00"))
+    hopper = result.devices.select("device", _hopper=pl.col("product").str.contains(r"^H(100|200|800)"))
     backend = _taxonomy(ops["top_kernel"]).select(top_kernel="kernel", backend="attention_backend")
     ops = ops.join(hopper, on="device", how="left").join(backend, on="top_kernel", how="left").with_columns(
         backend=pl.when((pl.col("backend") == "flash") & pl.col("_hopper").fill_null(False))
