@@ -46,7 +46,7 @@ def attention_section(
                 "id": f.rule,
                 "severity": f.severity,
                 "title": f.title,
-                "time_lost": fmt.ns(f.time_lost_ns),
+                "time_lost": fmt.ns(f.time_lost_ns) if result.has_gpu else "–",  # not timed without GPU work
                 "advice": f.advice,
             }
             for f in findings
@@ -122,15 +122,16 @@ def _backend_table(result: AttentionResult) -> dict[str, Any] | None:
 def _phase_table(result: AttentionResult) -> dict[str, Any] | None:
     if result.by_phase.height < 1 or result.by_phase["phase"].to_list() == ["unknown"]:
         return None
+    gpu = _time if result.has_gpu else (lambda _: "–")  # no GPU work: its columns are not measured
     rows = [
         [
             r["phase"],
             fmt.count(r["calls"]),
             f"{r['gpu_events_median']:g}",
-            _time(r["gpu_ns_median"]),
+            gpu(r["gpu_ns_median"]),
             _time(r["cpu_ns_median"]),
-            _time(r["launch_api_ns_median"]),
-            _time(r["gpu_ns_total"]),
+            gpu(r["launch_api_ns_median"]),
+            gpu(r["gpu_ns_total"]),
         ]
         for r in result.by_phase.iter_rows(named=True)
     ]
