@@ -147,9 +147,8 @@ def test_eager_trace_runs_matmul_and_softmax_inside_attention_ranges(sweep_dir: 
 
 
 def test_tracekit_loader_reads_capture_traces(sweep_dir: Path) -> None:
-    tracekit = pytest.importorskip("tracekit")
-    if not hasattr(tracekit, "load"):
-        pytest.skip("tracekit.load is not there")
+    import tracekit
+
     trace = tracekit.load(sweep_dir / "tiny-llama-sdpa.json.gz")
     assert trace.warnings.height == 0
     names = set(trace.ops.filter(trace.ops["cat"] == "user_annotation")["name"])

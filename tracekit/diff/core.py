@@ -29,8 +29,8 @@ class Headline:
     before_ns: float
     after_ns: float
     delta_ns: float  # after - before
-    delta_pct: float | None  # delta / before (a fraction); None when before is 0
-    noise_ns: float  # the larger spread of the two sides (stats module docstring)
+    delta_pct: float | None  # delta / before (a fraction here, a percent in `to_dict`); None when before is 0
+    noise_ns: float  # the two sides' half-spreads that face each other, summed (stats module docstring)
     significant: bool | None  # |delta| > noise; None with fewer than 2 samples on a side
     n_before: int
     n_after: int

@@ -1,7 +1,6 @@
-"""Op-tree helpers for rules: ancestors, GPU work under ops, eager attention chains.
-
-Stand-ins until `tracekit/analysis/attention.py` exists (the attention rules may move there).
-"""
+"""Op-tree helpers for rules: ancestors, GPU work under ops, eager attention chains (the
+generic rules in `rules/transformer.py`; the attention analysis, `analysis/attention/`, finds
+its own calls)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 SDPA math backend, masks rebuilt per call.
 
 Generic op-tree versions written against `findings.patterns`. The attention analysis
-(`analysis/attention.py`, rules in `rules/attention.py`) has its own, more specific rules
+(`analysis/attention/`, rules in `rules/attention.py`) has its own, more specific rules
 for the same problems; each rule here names it in `superseded_by` and is skipped when it
 runs, so a problem is reported once.
 """
