@@ -119,8 +119,9 @@ def test_dlrm_8rank_late_ranks_against_raw_json():
 
 
 def test_unguarded_script_names_the_missing_guard(tmp_path):
-    """A script calling run_batch(jobs=2) without the __main__ guard: the spawned workers
-    re-run it; each refuses with the guard named instead of starting a batch of its own."""
+    """A script calling run_batch(jobs=2) without the __main__ guard is refused at once, in
+    the script's own process, with the guard named (before, its spawned workers re-ran it and
+    every job became a 'worker failed' row); the same script with the guard runs."""
     import subprocess
     import sys
 
@@ -132,4 +133,10 @@ def test_unguarded_script_names_the_missing_guard(tmp_path):
     script.write_text(f"from tracekit.batch import run_batch\nprint(run_batch([{str(tmp_path)!r}], jobs=2).line())\n")
     env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
-    assert 'no `if __name__ == "__main__":` guard' in done.stderr
+    assert done.returncode != 0 and 'has no `if __name__ == "__main__":` guard' in done.stderr
+    assert f"{script} calls run_batch with worker processes" in done.stderr and "worker failed" not in done.stdout
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text("from tracekit.batch import run_batch\nif __name__ == '__main__':\n"
+                       f"    print(run_batch([{str(tmp_path)!r}], jobs=2).line())\n")
+    done = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "2 traces" in done.stdout and "0 failed" in done.stdout, done.stderr

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -101,6 +103,8 @@ def run_batch(
         store, reports=reports and report_builder_available(), progress=progress, total=len(items),
         max_bytes=max_bytes,
     )
+    if executor is None and (jobs is None or jobs > 1) and len(items) > 1:
+        refuse_unguarded_main()
     with open_executor(executor, jobs, tasks=len(items)) as (pool, limit):
         runner.run(items, pool, limit)
     notes = runner.notes(reports_wanted=reports)
@@ -124,6 +128,24 @@ def refuse_in_spawned_worker() -> None:
     (each failing, the run twice as slow)."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise UsageError(MAIN_GUARD)
+
+
+def refuse_unguarded_main() -> None:
+    """Before a local pool starts: a main script whose text has no `__name__ == "__main__"`
+    test would be re-run by every spawned worker (each starting a batch of its own, each
+    failing): refused at once, in this process, with what to change. Interactive sessions,
+    `-c` and `-m` runs of guarded modules pass."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if not re.search(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""", text):
+        raise UsageError(f"{path} calls run_batch with worker processes but has no "
+                         f"`if __name__ == \"__main__\":` guard: each spawned worker imports the main "
+                         f"script and would run the batch again. Put the call under that guard (or pass jobs=1)")
 
 
 class Runner:
