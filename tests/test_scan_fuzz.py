@@ -159,12 +159,7 @@ def assert_same_both_ways(data: bytes, chunk_bytes: int = 512) -> None:
 
 
 FLOAT_KEYS = tuple(A.ALL_KEYS[f] for f in A.ALL_KEYS if A.KIND[f] == "float")
-KNOWN: dict[str, str] = {  # strict xfails: remove an entry when its fix lands
-    "cuda_sync_kind": "read one byte a piece, the Python path's check of a failed chunk drops three sound "
-                      "events next to a bad one (61 ops, 21 invalid_json) that the scanner keeps (64, 15)",
-    **{k: "GPU rows with equal ts and this key unreadable come out in another row order with the scanner "
-          "than without" for k in ("id", "s", "bp")},
-}
+KNOWN: dict[str, str] = {}  # strict xfails: remove an entry when its fix lands
 
 
 def _field_params() -> list:
@@ -202,6 +197,20 @@ def test_int64_min_microseconds_is_no_time_not_zero():
         assert trace.gpu.select("ts_ns", "dur_ns").rows() == [(1000, 0)]  # the kernel's dur: treated as 0
         codes = dict(zip(trace.warnings["code"], trace.warnings["count"]))
         assert (codes.get("missing_ts"), codes.get("missing_duration")) == (1, 1)
+
+
+def test_lone_surrogate_escape_is_invalid_json_in_any_string():
+    """A `\\ud800`, `\\udc00` or high surrogate without its low half makes the event invalid JSON
+    wherever the string is (msgspec refuses it even in a value no frame reads): three of the
+    four events are skipped, only correlation 7 is kept. The scanner had checked escapes only
+    in the strings it decoded, and kept the events whose `id`, `bp` or unread args held one
+    (found by the fuzz)."""
+    data = (FOUND / "lone_surrogate_escape.json").read_bytes()
+    for on in (False, True):
+        for chunk_bytes in (1, 512):
+            trace = load_one_way(data, on, chunk_bytes)
+            assert trace.runtime["correlation"].to_list() == [7] and trace.gpu.height == 0
+            assert dict(zip(trace.warnings["code"], trace.warnings["count"]))["invalid_json"] == 3
 
 
 def test_counter_integer_beyond_float_is_skipped():

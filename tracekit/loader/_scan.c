@@ -261,6 +261,18 @@ static inline int utf8_length(const unsigned char *p, const unsigned char *end) 
     return n;
 }
 
+/* The code unit of the escape `\\uXXXX` at p; -1 when p does not start one. */
+static inline int read_u_escape(const char *p, const char *end, uint32_t *cp) {
+    if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return -1;
+    *cp = 0;
+    for (int i = 2; i < 6; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        *cp = *cp * 16 + (uint32_t)h;
+    }
+    return 0;
+}
+
 /* A string at s->p (the opening quote). Sets the span inside the quotes and whether it has
  * escapes; -1 when it is not a valid JSON string. */
 static int read_string(Scan *s, Span *out, int *esc) {
@@ -289,11 +301,16 @@ static int read_string(Scan *s, Span *out, int *esc) {
             *esc = 1;
             if (p + 1 >= s->end) return -1;
             char e = p[1];
-            if (e == 'u') {
-                if (p + 5 >= s->end) return -1;
-                for (int i = 2; i < 6; i++)
-                    if (hexval(p[i]) < 0) return -1;
+            if (e == 'u') { /* a surrogate only as a high-low pair: msgspec refuses a lone one anywhere */
+                uint32_t cp;
+                if (read_u_escape(p, s->end, &cp) < 0) return -1;
                 p += 6;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return -1;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    uint32_t lo;
+                    if (read_u_escape(p, s->end, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF) return -1;
+                    p += 6;
+                }
             } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
                        e == 't') {
                 p += 2;
