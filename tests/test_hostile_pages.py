@@ -54,3 +54,23 @@ def test_the_json_report_keeps_the_whole_name(long_name):
     values = [c["value"] for s in json.loads(out.read_text())["sections"] for t in s["tables"]
               for row in t["rows"] for c in row]
     assert "k" * LONG in values
+
+
+def test_many_streams_draw_the_busiest_and_count_the_rest(tmp_path):
+    """200 streams of one short kernel each, stream 300 busier: 32 lanes per timeline, the
+    busiest first among them, and the 168 left out counted in the timeline's note."""
+    from tracekit.report.build import ReportOptions, build_report
+    from tracekit.report.lanes import MAX_GPU_LANES
+
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 100_000)
+    ext = b.op("aten::foo", 1_000, 90_000)
+    for i in range(200):
+        b.launch_kernel("kern", launch_ns=2_000 + 100 * i, launch_dur_ns=50, start_ns=30_000 + 100 * i,
+                        dur_ns=500 if i == 199 else 50, ext=ext, stream=101 + i)
+    report = build_report(b.load(tmp_path), options=ReportOptions())
+    timeline = next(s for s in report.sections if s.id == "timeline").timelines[0]
+    streams = [lane.label for lane in timeline.lanes if "stream" in lane.label]
+    assert MAX_GPU_LANES == 32 and len(streams) == 32
+    assert "GPU 0 · stream 300" in streams
+    assert timeline.note == "+168 more GPU streams with work in this window, not drawn (the busiest 32 are)"
