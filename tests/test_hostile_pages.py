@@ -1,4 +1,4 @@
-"""Hostile input that the pages must survive: unbounded names, many streams, a full disk.
+"""Hostile input the pages and outputs must survive: unbounded names, many streams, a full disk.
 
 A page (HTML, Markdown) shows at most `fmt.DISPLAY_CHARS` of any one name; the JSON form
 keeps it whole.
@@ -6,13 +6,23 @@ keeps it whole.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import polars as pl
 import pytest
 from builders import TraceBuilder
 
 from tracekit import format as fmt
+from tracekit.batch.store import Store
 from tracekit.cli.main import main
+from tracekit.errors import OutputError
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 LONG = 5_000_000  # characters of the hostile kernel name (a 5 MB name)
 
@@ -74,3 +84,57 @@ def test_many_streams_draw_the_busiest_and_count_the_rest(tmp_path):
     assert MAX_GPU_LANES == 32 and len(streams) == 32
     assert "GPU 0 · stream 300" in streams
     assert timeline.note == "+168 more GPU streams with work in this window, not drawn (the busiest 32 are)"
+
+
+class _FullDisk:
+    """An open file on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, fh):
+        self.fh = fh
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    import tracekit.atomic
+
+    real = os.fdopen
+    monkeypatch.setattr(tracekit.atomic.os, "fdopen", lambda fd, *a, **k: _FullDisk(real(fd, *a, **k)))
+
+
+def test_batch_on_a_full_disk_exits_2_in_one_line(full_disk, tmp_path, capsys):
+    assert main(["batch", str(FIXTURES / "kineto_step.json"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert err.startswith("tracekit: error: cannot write ") and err.endswith(": No space left on device")
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]  # no temp file left behind
+
+
+@pytest.mark.parametrize("write", ["csv", "parquet"])
+def test_a_frame_on_a_full_disk_is_an_output_error(full_disk, tmp_path, write):
+    store = Store(tmp_path)
+    with pytest.raises(OutputError, match=f"cannot write .*x.{write}: No space left on device"):
+        store.write_frame(f"x.{write}", pl.DataFrame({"a": [1, 2]}))
+
+
+@pytest.mark.parametrize("out, reason", [("a-file/out", "Not a directory"),
+                                         ("/proc/self/out", "No such file or directory")])
+def test_batch_to_a_folder_that_cannot_be_made_exits_2(tmp_path, out, reason):
+    (tmp_path / "a-file").write_text("")
+    run = subprocess.run([sys.executable, "-m", "tracekit", "batch", str(FIXTURES / "kineto_step.json"), "-o", out],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("tracekit: error: cannot write ")
+    assert run.stderr.strip().endswith(f": {reason}")
