@@ -85,3 +85,12 @@ _CONTROL = {i: f"\\x{i:02x}" for i in [*range(0, 9), *range(11, 32), 127]}
 def printable(text: str) -> str:
     """Text safe to print to a terminal: control characters (ESC included) shown as \\xNN."""
     return text.translate(_CONTROL)
+
+
+DISPLAY_CHARS = 4_000  # the most of one name a page shows (real kernel names reach ~3,000); JSON keeps it all
+
+
+def clip_name(text: str, limit: int = DISPLAY_CHARS) -> str:
+    """`text` cut to `limit` characters, the last one "…", where it is longer: a trace's
+    names are unbounded, and a page that repeats a 50 MB one is useless and hundreds of MB."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

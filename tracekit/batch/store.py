@@ -10,22 +10,26 @@ Layout of OUTDIR:
 Every file is written to a temporary name in its final folder and renamed over the target
 (`os.replace`, atomic on POSIX), so a reader or an interrupted run never sees half a file.
 Every path is checked to resolve inside OUTDIR; names come from `sources.safe_name`.
+A folder or file that cannot be written (disk full, read-only, not a folder) is an
+`OutputError`: exit 2 and one line, as for any output a command names.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from tracekit.atomic import file_mode, write_file
-from tracekit.errors import UsageError
+from tracekit.errors import OutputError, UsageError
 
 HASH = re.compile(r"^[0-9a-f]{64}$")
 TEMP_PREFIX = ".tracekit-tmp-"
@@ -40,7 +44,8 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(f"{out_dir} exists and is not a directory")
         self.cache_dir = self.root / ".cache"
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with _writing(self.cache_dir):
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(self.cache_dir)
         self.mode = file_mode()  # what open() would give; mkstemp's 0600 is too strict
 
@@ -81,15 +86,30 @@ class Store:
         return self.write_bytes(relative, text.encode("utf-8"))
 
     def write_frame(self, relative: str, frame: pl.DataFrame) -> Path:
-        """A frame as Parquet or CSV (by the name's suffix)."""
+        """A frame as Parquet or CSV (by the name's suffix). The Parquet bytes are made in
+        memory first: Polars reports a failed write to the file as its own error, not the
+        OSError (a full disk) behind it."""
         if relative.endswith(".csv"):
             return self._atomic(relative, lambda fh: frame.write_csv(fh))
-        return self._atomic(relative, lambda fh: frame.write_parquet(fh))
+        data = io.BytesIO()
+        frame.write_parquet(data)
+        return self.write_bytes(relative, data.getvalue())
 
     def _atomic(self, relative: str, write: Callable[[Any], Any]) -> Path:
         target = self.path(relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return write_file(target, write, prefix=TEMP_PREFIX, mode=self.mode, sync=True)
+        with _writing(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return write_file(target, write, prefix=TEMP_PREFIX, mode=self.mode, sync=True)
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError while writing `path` as the `OutputError` the command reports."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or re.sub(r"^\[Errno \d+\] ", "", str(exc))  # (Polars re-raises it as text)
+        raise OutputError(f"cannot write {path}: {reason}") from None
 
 
 def _remove_stale_temps(folder: Path) -> None:

@@ -17,7 +17,7 @@ from tracekit.diff.core import TraceDiff
 from tracekit.diff.extras import Side
 from tracekit.render.html import render_page
 from tracekit.render.json import render_json
-from tracekit.report.model import Bar, BarChart, Card, Finding, Report, Section, Table
+from tracekit.report.model import Bar, BarChart, Card, Finding, Report, Section, Table, for_display
 from tracekit.report.redact import flatten, redact, scrub
 
 NOISE_RULE = (f"A change counts as beyond the noise when the spreads of the two sides do not overlap (spread: the "
@@ -68,11 +68,11 @@ def build_diff_report(d: TraceDiff, *, top: int = 30, redact_metadata: bool = Tr
 
 
 def render_diff(model: Report, kind: str) -> str:
-    """`kind`: html | md | json."""
+    """`kind`: html | md | json; the pages' strings clipped for display (`for_display`)."""
     if kind == "html":
-        return render_page("report.html.j2", report=model)
+        return render_page("report.html.j2", report=for_display(model))
     if kind == "md":
-        return markdown.render(model)
+        return markdown.render(for_display(model))
     return render_json(model)
 
 

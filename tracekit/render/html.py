@@ -90,4 +90,7 @@ def render_page(template: str, *, template_cache: str | os.PathLike[str] | None 
 
 
 def render_html(report: Any, *, template_cache: str | os.PathLike[str] | None = None) -> str:
-    return render_page("report.html.j2", template_cache=template_cache, report=report)
+    """The report's page; its strings clipped for display (`for_display`)."""
+    from tracekit.report.model import for_display
+
+    return render_page("report.html.j2", template_cache=template_cache, report=for_display(report))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tracekit.report.model import Report, Table
+from tracekit.report.model import Report, Table, for_display
 
 MAX_CHARS = 60_000
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
@@ -46,6 +46,10 @@ def table(t: Table, rows: int) -> list[str]:
 
 
 def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int = 10, findings: int = 10) -> str:
+    return _render(for_display(report), tables=tables, rows=rows, findings=findings)
+
+
+def _render(report: Report, *, tables: tuple[str, ...], rows: int, findings: int) -> str:
     lines = [f"### {md(report.title)}", "", md(report.subtitle), "", f"**{md(report.verdict)}**", ""]
     lines += ["| | |", "|---|---|"] + [f"| {md(k)} | {md(v)} |" for k, v in report.facts] + [""]
     if report.warnings:  # a partial or repaired trace says so here too, not only in the HTML
@@ -71,6 +75,6 @@ def render_markdown(report: Report, *, tables: tuple[str, ...] = (), rows: int =
     lines.append(f"_{md(report.generator)}_")
     text = "\n".join(lines) + "\n"
     if len(text) > MAX_CHARS:
-        return render_markdown(report, tables=tables, rows=max(3, rows // 2), findings=max(3, findings // 2)) \
+        return _render(report, tables=tables, rows=max(3, rows // 2), findings=max(3, findings // 2)) \
             if rows > 3 else text[: MAX_CHARS - 40] + "\n\n_(truncated to fit a comment)_\n"
     return text

@@ -132,7 +132,8 @@ def _ceilings(axes: _Axes, gbps: float, peaks: list[tuple[str, float]]) -> list[
 def _point(axes: _Axes, p: dict, max_ns: int) -> str:
     r = 3 + 17 * math.sqrt(p["gpu_ns"] / max_ns) if max_ns else 3
     colour = COLOURS.get(p["work_class"], "#555")
-    tip = (f"{p['name']} {p['input_dims'] or ''} [{p['compute_dtype'] or '?'}]: {fmt.counted(p['calls'], 'call')}, "
+    what = fmt.clip_name(f"{p['name']} {p['input_dims'] or ''}")
+    tip = (f"{what} [{p['compute_dtype'] or '?'}]: {fmt.counted(p['calls'], 'call')}, "
            f"{fmt.ns(p['gpu_ns'])}, {p['achieved_tflops']:.3g} TFLOP/s, {p['intensity']:.3g} FLOP/B, "
            f"{fmt.pct(p['efficiency'])} of ceiling")
     return (f'<circle cx="{_num(axes.x(p["intensity"]))}" cy="{_num(axes.y(p["achieved_tflops"]))}" '
@@ -151,7 +152,7 @@ def _legend(axes: _Axes, classes: list[str]) -> list[str]:
 
 def _caption(result: RooflineResult, ceil: dict | None, shown: int, axes: _Axes, height: int) -> str:
     hidden = len(result.ops) - shown
-    device = f"{ceil['product']} ({ceil['device_name']})" if ceil else "no ceilings known"
+    device = fmt.clip_name(f"{ceil['product']} ({ceil['device_name']})") if ceil else "no ceilings known"
     text = (f"{device}; {shown} op shapes, point area ∝ GPU time"
             + (f"; {hidden} not shown (0 FLOPs or over the limit)" if hidden > 0 else ""))
     return f'<text x="{axes.x0}" y="{height - 8}" fill="#555">{_e(text)}</text>'

@@ -321,7 +321,8 @@ def _idle_and_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
 def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOptions,
               idle_and_path: list[tuple[str, str, pl.DataFrame]]):
     trace = a.trace
-    lanes = gpu_lanes(trace, t0=t0, t1=t1, classes=a.kernels)
+    lanes, hidden = gpu_lanes(trace, t0=t0, t1=t1, classes=a.kernels)
+    drawn = len(lanes)
     lanes += idle_and_path
     lanes += cpu_lanes(trace, t0=t0, t1=t1)
     steps = trace.ops.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
@@ -330,7 +331,10 @@ def _timeline(a: Analysis, id: str, title: str, t0: int, t1: int, opts: ReportOp
         + [(f"c-gap-{k}", f"idle: {v}") for k, v in CAUSE_LABELS.items()] \
         + [(f"c-{css}", f"path: {label}") for label, css in extras.PATH_CLASSES.values()]
     return build_timeline(id=id, title=title, lanes=lanes, t0=t0, t1=t1, width=opts.width_px, bands=bands,
-                          legend=legend, origin=trace.start_ns,
+                          legend=legend, origin=trace.start_ns, note=fmt.agree(
+                              "+{n} more GPU [streams|stream] with work in this window, not drawn (the busiest "
+                              f"{drawn} are)", hidden).format(n=fmt.count(hidden))
+                          if hidden else "",
                           window=f"{fmt.ns(t1 - t0)} from {fmt.ns(t0 - trace.start_ns)} (times from the trace's start)")
 
 

@@ -8,11 +8,15 @@ from tracekit.analysis.gaps import blocking_runtime
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import ENGINE, Trace
 
+MAX_GPU_LANES = 32  # streams drawn per timeline: the busiest (a trace may have tens of thousands)
 IV_SCHEMA = {"start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
 
 
-def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = None) -> list[tuple[str, str, pl.DataFrame]]:
-    """One lane per (device, stream) that has work in [t0, t1], kernels coloured by class.
+def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = None,
+              max_lanes: int = MAX_GPU_LANES) -> tuple[list[tuple[str, str, pl.DataFrame]], int]:
+    """One lane per (device, stream) that has work in [t0, t1], kernels coloured by class,
+    for the `max_lanes` streams with the most GPU time in the window; and how many streams
+    with work there are left out (each lane costs a row of the page and a pass of drawing).
 
     classes: `name`, `kernel_class` of the kernels, when known already (an analysis'
     kernel table); else the names are classified here.
@@ -20,7 +24,13 @@ def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = 
     work = trace.gpu_work.select("name", "cat", "device", "stream", "ts_ns", "end_ns").filter(
         (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1))
     if work.is_empty():
-        return []
+        return [], 0
+    busy = (work.group_by("device", "stream").agg(total=(pl.col("end_ns") - pl.col("ts_ns")).sum())
+            .sort(["total", "device", "stream"], descending=[True, False, False], nulls_last=True))
+    hidden = max(busy.height - max_lanes, 0)
+    if hidden:
+        work = work.join(busy.head(max_lanes).select("device", "stream"), on=["device", "stream"], how="semi",
+                         nulls_equal=True)
     if classes is None:
         classes = classify_names(work.filter(pl.col("cat") == "kernel")["name"].unique())
     classes = classes.select("name", "kernel_class")
@@ -35,7 +45,7 @@ def gpu_lanes(trace: Trace, *, t0: int, t1: int, classes: pl.DataFrame | None = 
         iv = rows.select(pl.col("ts_ns").alias("start_ns"), "end_ns", "cls", prio=pl.lit(1, pl.Int64))
         dev = names.get(device) or "GPU"
         lanes.append((f"GPU {device} · stream {stream}", f"{dev}, device {device}, stream {stream}", iv))
-    return lanes
+    return lanes, hidden
 
 
 def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tuple[str, str, pl.DataFrame]]:

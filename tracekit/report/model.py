@@ -7,8 +7,10 @@ Markdown, JSON) only lay these values out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
+
+from tracekit import format as fmt
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -154,3 +156,23 @@ class Report:
     generator: str
     schema_version: int = REPORT_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+PRE_ESCAPED = frozenset({"svgs"})  # markup built (and clipped) by its own code: not cut here
+
+
+def for_display(value: Any) -> Any:
+    """`value` (a `Report` or any part of one) with every string cut by `fmt.clip_name`, for
+    the pages (HTML, Markdown); the JSON form is rendered from the model itself, names whole."""
+    if isinstance(value, str):
+        return fmt.clip_name(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: for_display(getattr(value, f.name)) for f in fields(value) if f.name not in PRE_ESCAPED}
+        return replace(value, **changes)
+    if isinstance(value, list):
+        return [for_display(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(for_display(v) for v in value)
+    if isinstance(value, dict):
+        return {k: for_display(v) for k, v in value.items()}
+    return value

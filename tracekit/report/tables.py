@@ -57,7 +57,7 @@ def frame_table(
             text = FORMATS[kind](v)
             hover = None
             if kind == "text" and len(text) > CLIP:
-                hover, text = text, text[: CLIP - 1] + "…"
+                hover, text = fmt.clip_name(text), fmt.clip_name(text, CLIP)
             value = v if kind in NUMERIC or v is None else str(v)
             row.append(Cell(text=text, value=value, title=hover))
         rows.append(row)
