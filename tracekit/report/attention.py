@@ -9,7 +9,7 @@ text here through `tracekit.format`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracekit import format as fmt
@@ -99,15 +99,22 @@ def _time(value: Any) -> str:
     return fmt.ns(value) if value is not None else "–"
 
 
+def _gpu_time(result: AttentionResult) -> Callable[[Any], str]:
+    """How a GPU column's value reads: `_time`, or "–" in every row of a trace without GPU
+    work (its GPU columns are not measured: docs/attention.md)."""
+    return _time if result.has_gpu else (lambda _: "–")
+
+
 def _backend_table(result: AttentionResult) -> dict[str, Any] | None:
     if result.by_backend.is_empty():
         return None
+    gpu = _gpu_time(result)
     rows = [
         [
             r["backend"],
             fmt.count(r["calls"]),
             f"{r['gpu_events_median']:g}",
-            _time(r["gpu_ns_median"]),
+            gpu(r["gpu_ns_median"]),
             _time(r["cpu_ns_median"]),
         ]
         for r in result.by_backend.iter_rows(named=True)
@@ -122,7 +129,7 @@ def _backend_table(result: AttentionResult) -> dict[str, Any] | None:
 def _phase_table(result: AttentionResult) -> dict[str, Any] | None:
     if result.by_phase.height < 1 or result.by_phase["phase"].to_list() == ["unknown"]:
         return None
-    gpu = _time if result.has_gpu else (lambda _: "–")  # no GPU work: its columns are not measured
+    gpu = _gpu_time(result)
     rows = [
         [
             r["phase"],
@@ -145,13 +152,14 @@ def _phase_table(result: AttentionResult) -> dict[str, Any] | None:
 def _layer_table(result: AttentionResult) -> dict[str, Any] | None:
     if result.by_layer.is_empty():
         return None
+    gpu = _gpu_time(result)
     rows = [
         [
             str(r["layer"]),
             fmt.count(r["calls"]),
             r["backend"],
             f"{r['gpu_events_median']:g}",
-            _time(r["gpu_ns_median"]),
+            gpu(r["gpu_ns_median"]),
             _time(r["cpu_ns_median"]),
         ]
         for r in result.by_layer.iter_rows(named=True)
