@@ -68,7 +68,10 @@ def cpu():
 t, c = time.perf_counter(), cpu()
 trace = tracekit.load(path, cache=False)
 if job == "analyse":
-    from tracekit.analyse import analyse
+    try:
+        from tracekit.pipeline import analyse
+    except ImportError:  # (trees before the pipeline)
+        from tracekit.analyse import analyse
     t, c = time.perf_counter(), cpu()
     analyse(trace)
 print(json.dumps({"seconds": time.perf_counter() - t, "cpu_seconds": cpu() - c}))

@@ -5,7 +5,7 @@
 Loads the trace once, runs `analyse()` once to warm up, then N times; prints the best wall
 time and its CPU time, and the ratio to the best load time measured in the same run
 (these machines are noisy: the ratio says more than the seconds). `--workers N` runs the
-analyses on N threads (default: `analyse.workers_for(trace)`).
+steps on N threads (default: what the command chooses, `runtime.sizing.runner_for`).
 """
 
 from __future__ import annotations
@@ -44,17 +44,18 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=None, help="threads for the independent analyses")
     args = ap.parse_args()
     import tracekit
-    import tracekit.analyse as A
+    from tracekit.pipeline import Threaded, analyse, sequential
+    from tracekit.runtime.sizing import runner_for
 
     path = Path(args.trace)
     trace = tracekit.load(path)
     load_wall, _ = best(lambda: tracekit.load(path), args.repeat)
-    opts = A.AnalysisOptions(workers=args.workers)
-    A.analyse(trace, options=opts)
-    wall, cpu = best(lambda: A.analyse(trace, options=opts), args.repeat)
+    runner = runner_for(trace) if args.workers is None else sequential if args.workers < 2 else Threaded(args.workers)
+    analyse(trace, runner=runner)
+    wall, cpu = best(lambda: analyse(trace, runner=runner), args.repeat)
     print(f"trace: {path.name}  events {trace.meta.event_count:,}")
     print(f"load     {load_wall:7.3f} s")
-    print(f"analyse  {wall:7.3f} s  (CPU {cpu:.2f} s, {args.workers or A.workers_for(trace)} thread(s))  = {wall / load_wall:.1f}x the load")
+    print(f"analyse  {wall:7.3f} s  (CPU {cpu:.2f} s, {getattr(runner, 'workers', 1)} thread(s))  = {wall / load_wall:.1f}x the load")
     return 0
 
 

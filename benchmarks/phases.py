@@ -7,7 +7,7 @@ settings, while a thread samples the process's RSS and jemalloc's active bytes (
 Polars holds, `jemalloc_stats.active_bytes`) every `--interval` ms. Prints the highest
 of each while each analysis step ran (two run at once, one per thread: a step's figures
 are the process's, its neighbour's included), while the trace loaded (before the first
-step) and after the last (the findings and the report), and the moment of the peak with
+step) and after the last (the report), and the moment of the peak with
 the steps running then. RSS less the active bytes is what the interpreter and the
 libraries hold plus the freed pages jemalloc keeps for a while; the active bytes are
 what the frames hold, and do not move with the allocator's timing, so they tell which
@@ -49,19 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     runtime.configure(["report", args.trace])  # as the command does, before Polars is imported
     import jemalloc_stats as jemalloc
 
-    from tracekit import analyse
     from tracekit.cli.main import main as cli
+    from tracekit.pipeline.run import Plan
 
     start = time.perf_counter()
     events: list[tuple[float, str, str]] = []  # (seconds, "start" | "end", step)
-    run_step = analyse._Steps._run
+    run_step = Plan.execute
 
-    def timed(self, name, task):  # every analysis step passes here, on the thread that runs it
-        events.append((time.perf_counter() - start, "start", name))
+    def timed(self, step):  # every pipeline step passes here, on the thread that runs it
+        events.append((time.perf_counter() - start, "start", step.name))
         try:
-            return run_step(self, name, task)
+            return run_step(self, step)
         finally:
-            events.append((time.perf_counter() - start, "end", name))
+            events.append((time.perf_counter() - start, "end", step.name))
 
     samples: list[tuple[float, int, int, float]] = []  # (seconds, RSS, active bytes, CPU seconds so far)
     page = os.sysconf("SC_PAGE_SIZE")
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 done.wait(args.interval / 1000)
 
     sampler = threading.Thread(target=sample, name="phases-sampler", daemon=True)
-    analyse._Steps._run = timed
+    Plan.execute = timed
     sampler.start()
     try:
         with tempfile.TemporaryDirectory(prefix="tracekit-phases-") as folder:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         done.set()
         sampler.join()
-        analyse._Steps._run = run_step
+        Plan.execute = run_step
     if code:
         return code
     figures = summarise(samples, events)
@@ -125,7 +125,7 @@ def print_figures(figures: dict, name: str) -> None:
     print(f"{'':24} {'from':>7} {'to':>7} {'max RSS':>9} {'max active':>11}  (MiB)")
     rows = [{"step": "(load)", "start_s": 0.0, "end_s": figures["steps"][0]["start_s"], **figures["load"]},
             *figures["steps"],
-            {"step": "(findings, report)", "start_s": max(s["end_s"] for s in figures["steps"]), "end_s": None,
+            {"step": "(report)", "start_s": max(s["end_s"] for s in figures["steps"]), "end_s": None,
              **figures["after"]}]
     for row in rows:
         end = f"{row['end_s']:7.2f}" if row["end_s"] is not None else f"{'end':>7}"

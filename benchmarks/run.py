@@ -72,7 +72,7 @@ if way.startswith("tracekit") or way == "reanalysis":
     import tracekit.loader.columns
     import tracekit.model
 if way == "reanalysis":
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
     import tracekit.analysis_cache
 elif way == "msgspec":
     import msgspec

@@ -18,7 +18,7 @@ from report_fixtures import decode_trace
 
 import tracekit
 from tracekit import analysis_cache
-from tracekit.analyse import Analysis, AnalysisOptions, analyse
+from tracekit.pipeline import Analysis, AnalysisOptions, analyse
 from tracekit.cli.main import main
 from tracekit.loader import cache as trace_cache
 from tracekit.model import DERIVED_FROM_TRACE

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.analyse import analyse
+from tracekit.pipeline import analyse
 from tracekit.analysis.attribution import INSTANCE_SCHEMA, OPS_SCHEMA, attribute, op_instances, op_paths
 from tracekit.analysis.compile import compile_stats
 from tracekit.analysis.launches import launch_stats

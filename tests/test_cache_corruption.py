@@ -17,7 +17,7 @@ from report_fixtures import decode_trace
 
 import tracekit
 from tracekit import analysis_cache
-from tracekit.analyse import analyse
+from tracekit.pipeline import analyse
 from tracekit.errors import CacheWarning
 from tracekit.loader import cache as trace_cache
 

@@ -11,7 +11,7 @@ import pytest
 from report_fixtures import decode_trace
 
 import tracekit
-from tracekit.analyse import analyse
+from tracekit.pipeline import analyse
 from tracekit.format import parse_size
 from tracekit.loader import cache
 

@@ -58,9 +58,9 @@ def test_annotate_into_a_missing_folder_is_an_output_error(trace, tmp_path, caps
 
 
 def test_report_zoom_on_no_annotation_is_refused_before_the_analysis(trace, tmp_path, capsys, monkeypatch):
-    import tracekit.analyse
+    import tracekit.pipeline
 
-    monkeypatch.setattr(tracekit.analyse, "analyse", lambda *a, **k: pytest.fail("analysed anyway"))
+    monkeypatch.setattr(tracekit.pipeline, "analyse", lambda *a, **k: pytest.fail("analysed anyway"))
     assert main(["report", str(trace), "--zoom", "nosuch", "-o", str(tmp_path / "r.html"), "--no-cache"]) == 2
     assert "no annotation matches --zoom 'nosuch'" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()

@@ -259,7 +259,7 @@ def test_whatif_needs_the_pieces_in_anchor_order(tmp_path):
 def test_analyse_releases_the_graph_after_its_readers(tmp_path):
     """`analyse()` keeps the path but not its dependency graph (unless asked): the what-ifs
     and the host_bound_path finding, its last readers, give the same results either way."""
-    from tracekit.analyse import AnalysisOptions, analyse
+    from tracekit.pipeline import AnalysisOptions, analyse
 
     trace = launch_bound(n=10).load(tmp_path)
     lean, full = analyse(trace), analyse(trace, options=AnalysisOptions(keep_graph=True))
@@ -276,37 +276,25 @@ def test_analyse_releases_the_graph_after_its_readers(tmp_path):
 
 
 
-def test_released_once_the_segments_have_their_contexts(tmp_path, monkeypatch):
-    """`on_released` (what `analyse()` starts its gaps on) comes after the path's segments
-    are gathered from the graph's pieces and given their contexts, before the summary;
-    the path is the same."""
-    import tracekit.analysis.critical_path as cp
+def test_a_graph_handed_over_is_let_go_and_a_lean_path_is_the_same_path(tmp_path):
+    """A graph given with `handed_over` (the pipeline's, whose only reference it passes) is
+    consumed like one the call built: without `keep_graph` the result is the same path,
+    summary and counts, without the graph, and the graph's orders are let go; a graph given
+    without it is left as it was."""
+    from tracekit.analysis.graph import build_graph
 
-    calls = []
-    gather, context = cp._to_segments, cp._with_context
-    monkeypatch.setattr(cp, "_to_segments", lambda *a: calls.append("gather") or gather(*a))
-    summary = cp.summarise
-    monkeypatch.setattr(cp, "_with_context", lambda *a: calls.append("context") or context(*a))
-    monkeypatch.setattr(cp, "summarise", lambda *a, **k: calls.append("summary") or summary(*a, **k))
     trace = launch_bound(n=10).load(tmp_path)
-    lean = critical_path(trace, keep_graph=False, on_released=lambda: calls.append("released"))
-    assert calls == ["gather", "context", "released", "summary"]
-    calls.clear()
-    assert lean.segments.equals(critical_path(trace).segments)
-
-
-def test_on_graph_sees_the_whole_graph_and_a_lean_path_is_the_same_path(tmp_path):
-    """`on_graph` gets the graph the path was found in; without `keep_graph` the result is
-    the same path, summary and counts, without the graph."""
-    trace = launch_bound(n=10).load(tmp_path)
-    seen = []
-    lean = critical_path(trace, on_graph=seen.append, keep_graph=False)
     full = critical_path(trace)
-    assert lean.graph is None and len(seen) == 1 and seen[0].edges.equals(full.graph.edges)
-    assert seen[0].segments.equals(full.graph.segments)
-    assert lean.segments.equals(full.segments) and lean.by_context.equals(full.by_context)
-    assert (lean.nodes, lean.edges, lean.edge_counts, lean.inferred_edges, lean.sentence) == (
-        full.nodes, full.edges, full.edge_counts, full.inferred_edges, full.sentence)
+    given = build_graph(trace)
+    handed = build_graph(trace)
+    kept_by_caller = critical_path(trace, graph=given, keep_graph=False)
+    lean = critical_path(trace, graph=handed, handed_over=True, keep_graph=False)
+    assert "longest" in given.__dict__ and "longest" not in handed.__dict__  # (computed, then let go)
+    for one in (lean, kept_by_caller, critical_path(trace, keep_graph=False)):
+        assert one.graph is None
+        assert one.segments.equals(full.segments) and one.by_context.equals(full.by_context)
+        assert (one.nodes, one.edges, one.edge_counts, one.inferred_edges, one.sentence) == (
+            full.nodes, full.edges, full.edge_counts, full.inferred_edges, full.sentence)
     assert lean.nodes == len(full.graph.order) and lean.edges == full.graph.edges.height > 0
 
 

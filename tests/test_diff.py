@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from report_fixtures import FAKE_TOKEN, hostile_trace
 
-from tracekit.analyse import analyse
+from tracekit.pipeline import analyse
 from tracekit.cli.main import main
 from tracekit.diff import HARDWARE_NOTE, diff, kernel_base, kernel_key
 from tracekit.diff.names import match_keys

@@ -340,9 +340,7 @@ def test_failing_rule_is_reported_not_raised(tmp_path):
         RULES.pop("test_broken")
 
 
-def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
-    """Two failing rules among the others: the same findings, clean texts, errors and lists,
-    in the same order, with the rules on two threads as on one."""
+def test_failing_rules_are_errors_in_order_and_the_others_still_find(tmp_path):
     def broken(name):
         def fails(ctx, p):
             raise RuntimeError(name)
@@ -353,10 +351,10 @@ def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
         rule(id=name, severity="low", title="broken", advice="", nothing_found="")(broken(name))
     try:
         trace = launch_bound(n=30).load(tmp_path)
-        one, two = (run_findings(trace, workers=w) for w in (1, 2))
-        assert two == one and one.findings
-        assert one.errors == (("test_broken_a", "RuntimeError: test_broken_a"),
-                              ("test_broken_b", "RuntimeError: test_broken_b"))
+        result = run_findings(trace)
+        assert result.findings
+        assert result.errors == (("test_broken_a", "RuntimeError: test_broken_a"),
+                                 ("test_broken_b", "RuntimeError: test_broken_b"))
     finally:
         RULES.pop("test_broken_a")
         RULES.pop("test_broken_b")
@@ -365,13 +363,14 @@ def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
 @pytest.mark.real
 @pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz",
                                   "a100_dlrm_6streams_rank0.json.gz"])
-def test_rules_on_threads_find_on_real_traces_what_one_thread_finds(name):
-    from tracekit.analysis.shared import sharing
+def test_the_pipeline_findings_are_those_the_rules_find_alone(name):
+    """Seeded with the pipeline's analyses or computing what they read themselves, the rules
+    find the same: the seed is the same analysis, not another one."""
+    from tracekit.pipeline import analyse
 
     trace = tracekit_load(real_trace(name))
-    with sharing():  # (the shared analyses once for both: each is computed by the first rule that asks)
-        one, two = (run_findings(trace, workers=w) for w in (1, 2))
-    assert two == one and not one.errors and one.findings
+    seeded = analyse(trace).findings
+    assert seeded == run_findings(trace) and not seeded.errors and seeded.findings
 
 
 def test_superseded_rule_is_skipped(tmp_path):
@@ -550,44 +549,26 @@ def test_pageable_memcpy_names_the_host_time_async_calls_blocked(tmp_path):
     }
 
 
-def test_context_properties_are_computed_once_when_rules_ask_at_once(tmp_path, monkeypatch):
-    import threading
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
+def test_context_properties_are_computed_once_per_context(tmp_path, monkeypatch):
     from tracekit.findings import context
 
     trace = launch_bound(n=5).load(tmp_path)
     calls, real = [], context.cpu_ops
-    both_asked = threading.Barrier(2)
-
-    def slow(t):
-        calls.append(threading.get_ident())
-        time.sleep(0.3)  # the second thread asks meanwhile
-        return real(t)
-
-    monkeypatch.setattr(context, "cpu_ops", slow)
+    monkeypatch.setattr(context, "cpu_ops", lambda t: calls.append(1) or real(t))
     ctx = context.Context(trace)
-
-    def ask(_):
-        both_asked.wait()
-        return ctx.nested
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        first, second = pool.map(ask, range(2))
-    assert len(calls) == 1 and first is second
-    assert context.Context(trace).nested is not first  # once per context: another computes its own
+    assert ctx.nested is ctx.nested and len(calls) == 1
+    assert context.Context(trace).nested is not ctx.nested  # once per context: another computes its own
     assert len(calls) == 2
 
 
 @pytest.mark.real
-def test_the_attention_analysis_runs_once_for_the_rules_on_two_threads(monkeypatch):
-    """The attention rules share one analysis per context, whichever thread asks first."""
+def test_the_attention_analysis_runs_once_for_the_rules(monkeypatch):
+    """The attention rules share one analysis per context."""
     from tracekit.analysis import attention
 
     calls, real = [], attention.analyze_attention
     monkeypatch.setattr(attention, "analyze_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     trace = tracekit_load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
-    one, two = run_findings(trace, workers=1), run_findings(trace, workers=2)
-    assert len(calls) == 2 and two == one  # once per run
+    one = run_findings(trace)
+    assert len(calls) == 1  # once per run, whichever rule asks first
     assert len([r for r in one.ran if r.startswith("attention")]) >= 5 and not one.errors

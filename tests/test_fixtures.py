@@ -377,7 +377,7 @@ def test_two_streams_event_wait_edge_path_and_stream_gaps():
 
 
 def test_kineto_step_ops_launches_syncs_copies_memory_and_steps():
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
 
     a = analyse(_load("kineto_step.json"))
     busy = 30_123 + 4_000 + 1_500 + 5_000

@@ -95,7 +95,7 @@ def test_compile_trace_findings_and_section():
     assert f"2 torch.compile regions (800 µs of their {fmt.ns(outer_ns)}" in hit[0].title
     assert [e.name for e in hit[0].evidence] == ["Torch-Compiled Region: 0/0", "TorchDynamo Cache Lookup"]
 
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
     from tracekit.loader import load
     from tracekit.report.build import build_report
 
@@ -114,7 +114,7 @@ def test_compile_trace_findings_and_section():
 
 @pytest.mark.real
 def test_no_compile_section_without_markers():
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
     from tracekit.loader import load
     from tracekit.report.extras import compile_section
 
@@ -149,7 +149,7 @@ def test_recoverable_between_the_largest_and_the_sum(losses):
 
 @pytest.mark.real
 def test_report_cards_state_one_recoverable_time():
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
     from tracekit.loader import load
     from tracekit.report.build import build_report
 

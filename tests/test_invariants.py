@@ -19,7 +19,7 @@ import pytest
 from conftest import SHARED_TRACES, all_real_traces
 
 import tracekit
-from tracekit.analyse import Analysis, analyse
+from tracekit.pipeline import Analysis, analyse
 from tracekit.analysis.attribution import op_instances
 from tracekit.analysis.links import cpu_ops, launch_ops
 from tracekit.analysis.taxonomy import classify_names

@@ -13,8 +13,8 @@ import pytest
 from conftest import real_trace
 from test_analysis_cache import reports, same
 
-from tracekit import analyse as analyse_mod
-from tracekit.analyse import analyse
+from tracekit.runtime.sizing import frames_bytes
+from tracekit.pipeline import analyse
 from tracekit.batch.sources import Job, load_job_trace
 from tracekit.cli.main import main
 from tracekit.loader import load, loads
@@ -88,7 +88,7 @@ def analyses_equal(whole, lean):
 
 
 def test_analyses_and_reports_of_a_lean_trace_are_the_whole_ones(whole):
-    assert analyse_mod._frames_bytes(whole) == analyse_mod._frames_bytes(lean_trace(whole))
+    assert frames_bytes(whole) == frames_bytes(lean_trace(whole))
     analyses_equal(whole, lean_trace(whole))
 
 
@@ -101,7 +101,7 @@ def test_a_real_lean_trace_analyses_the_same(name):
     unread = whole.ops.select(UNREAD_OP_COLUMNS)
     assert unread.estimated_size() > 10_000 and lean.ops.select(UNREAD_OP_COLUMNS).estimated_size() < 100
     assert lean.gpu.select("args").estimated_size() < whole.gpu.select("args").estimated_size()
-    assert analyse_mod._frames_bytes(whole) == analyse_mod._frames_bytes(lean)
+    assert frames_bytes(whole) == frames_bytes(lean)
     analyses_equal(whole, lean)
 
 

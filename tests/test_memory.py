@@ -149,7 +149,7 @@ def test_the_timeline_is_made_when_first_read(tmp_path):
     from the trace it is read for."""
     import dataclasses
 
-    from tracekit.analyse import analyse
+    from tracekit.pipeline import analyse
 
     trace = memory_trace().load(tmp_path)
     m = memory_stats(trace)

@@ -11,7 +11,8 @@ import pytest
 from test_graph import gpu_bound
 
 import tracekit
-from tracekit.analyse import analyse
+from tracekit.pipeline import STEPS as PIPELINE
+from tracekit.pipeline import analyse
 from tracekit.cli import progress as progress_mod
 from tracekit.cli.main import main
 from tracekit.cli.progress import Status
@@ -63,7 +64,7 @@ def test_load_without_progress_and_from_the_cache_calls_nothing(tmp_path):
     assert len(calls) == first  # a cache hit reads nothing
 
 
-STEPS = 19  # 18 analyses, the findings
+STEPS = len(PIPELINE)  # the analyses and their intermediates, the findings last
 
 
 def test_analyse_reports_each_analysis_once(tmp_path):

@@ -11,7 +11,7 @@ from conftest import real_trace
 from report_fixtures import FAKE_TOKEN, decode_trace, hostile_trace
 
 import tracekit
-from tracekit.analyse import AnalysisOptions, analyse
+from tracekit.pipeline import AnalysisOptions, analyse
 from tracekit.cli.main import main
 from tracekit.render.html import csp_hash, render_html
 from tracekit.render.json import render_json
@@ -179,77 +179,13 @@ def test_compiled_templates_are_kept_and_a_bad_cache_costs_only_the_compiling(tm
         html.environment.cache_clear()
 
 
-def _watch_overlap(monkeypatch):
-    """Record, as the findings start, whether the report's timeline section had started
-    (waiting up to `wait` seconds for it): the findings run is held until then."""
-    import threading
-
-    import tracekit.analyse as analyse_mod
-    import tracekit.report.build as build_mod
-
-    started = threading.Event()
-    seen: dict[str, bool] = {}
-    real_section, real_optional = build_mod.timeline_section, analyse_mod._optional
-
-    def section(*args, **kwargs):
-        seen["sections"] = seen.get("sections", 0) + 1
-        started.set()
-        return real_section(*args, **kwargs)
-
-    def optional(name, *args, **kwargs):
-        if name == "findings":
-            seen["timelines_began"] = started.wait(seen.get("wait", 10))
-        return real_optional(name, *args, **kwargs)
-
-    monkeypatch.setattr(build_mod, "timeline_section", section)
-    monkeypatch.setattr(analyse_mod, "_optional", optional)
-    return seen
-
-
-def test_a_report_draws_its_timelines_while_the_findings_run(tmp_path, monkeypatch):
+def test_a_report_is_the_same_analysed_inside_or_handed_its_analysis(tmp_path):
     trace = tracekit.load(decode_trace().write(tmp_path / "t.json"))
-    given = build_report(trace, analysis=analyse(trace))  # analysed first: nothing to overlap
-    seen = _watch_overlap(monkeypatch)
-    overlapped = build_report(trace)
-    assert seen == {"timelines_began": True, "sections": 1}  # drawn once, before the findings, and used
-    assert render_json(overlapped) == render_json(given)
-    assert render_html(overlapped) == render_html(given)
-    assert [f.title for f in overlapped.findings] == [f.title for f in given.findings] and given.findings
-
-
-def test_a_large_trace_draws_its_timelines_after_the_findings(tmp_path, monkeypatch):
-    import tracekit.analyse as analyse_mod
-
-    trace = tracekit.load(decode_trace().write(tmp_path / "t.json"))
-    monkeypatch.setattr(analyse_mod, "PHASED_BYTES", 0)  # every trace is large
-    seen = _watch_overlap(monkeypatch)
-    seen["wait"] = 0.5
-    report = build_report(trace)
-    assert seen["timelines_began"] is False and seen["sections"] == 1
-    assert any(s.id == "timeline" for s in report.sections) and report.findings
-
-
-def test_one_worker_draws_its_timelines_after_the_findings(tmp_path, monkeypatch):
-    """Analyses on one thread (asked for, or memory short) are not overlapped either."""
-    trace = tracekit.load(decode_trace().write(tmp_path / "t.json"))
-    seen = _watch_overlap(monkeypatch)
-    seen["wait"] = 0.5
-    report = build_report(trace, options=ReportOptions(analysis=AnalysisOptions(workers=1)))
-    assert seen["timelines_began"] is False and seen["sections"] == 1
-    assert report.findings
-
-
-def test_before_findings_sees_every_analysis_but_the_findings(tmp_path):
-    trace = tracekit.load(decode_trace().write(tmp_path / "t.json"))
-    calls = []
-    a = analyse(trace, before_findings=calls.append)
-    (core,) = calls
-    assert core.findings is None and a.findings is not None
-    assert core.gaps is a.gaps and core.critical_path is a.critical_path and core.whatifs == a.whatifs
-    cached = []
-    analyse(trace, cache=True, cache_dir=tmp_path / "c")
-    hit = analyse(trace, cache=True, cache_dir=tmp_path / "c", before_findings=cached.append)
-    assert cached == [] and hit.findings is not None  # a cache hit has its findings already
+    given = build_report(trace, analysis=analyse(trace))
+    inside = build_report(trace)
+    assert render_json(inside) == render_json(given)
+    assert render_html(inside) == render_html(given)
+    assert [f.title for f in inside.findings] == [f.title for f in given.findings] and given.findings
 
 
 def test_real_qwen_roofline_table_and_critical_path_legend():

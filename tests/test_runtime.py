@@ -175,8 +175,8 @@ def test_cli_raises_the_collectors_threshold_and_the_library_does_not():
 
 
 # What the runtime could change, before and after `tracekit.load` + `analyse` of a fixture in a
-# fresh process; the analysis counts as large (`PHASED_BYTES` 0), where a trimming thread
-# would run, and the threads are looked at while it runs (`progress`, on its threads).
+# fresh process, on two threads (`Threaded`, as the command runs them), and the threads are
+# looked at while it runs (`progress`, on its threads).
 STATE = r"""
 import gc, json, os, sys, threading
 def state():
@@ -186,11 +186,11 @@ def state():
                               ["tracekit", "allocator"], ["tracekit", "jemalloc"]))}
 import polars  # (Polars writes its own jemalloc defaults as it loads: not tracekit's doing)
 before = state()
-import tracekit, tracekit.analyse
-tracekit.analyse.PHASED_BYTES = 0
+import tracekit, tracekit.pipeline
 seen = set()
 trace = tracekit.load(sys.argv[1])
-tracekit.analyse.analyse(trace, progress=lambda *_: seen.update(t.name for t in threading.enumerate()))
+tracekit.analyse(trace, progress=lambda *_: seen.update(t.name for t in threading.enumerate()),
+                 runner=tracekit.pipeline.Threaded(2))
 after = state()
 print(json.dumps({"before": before, "after": after, "seen": sorted(seen),
                   "left": sorted(t.name for t in threading.enumerate() if t.is_alive())}))

@@ -9,7 +9,7 @@ import time
 import pytest
 from test_graph import gpu_bound
 
-from tracekit.analyse import AnalysisOptions, analyse
+from tracekit.pipeline import AnalysisOptions, analyse
 from tracekit.analysis import launches as launches_mod
 from tracekit.analysis.shared import remember, sharing
 

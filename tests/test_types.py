@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STRICT = {"tracekit.model", "tracekit.report.model"}
+STRICT = {"tracekit.model", "tracekit.report.model", "tracekit.pipeline", "tracekit.pipeline.*"}
 
 
 def _overrides() -> list[dict]:

@@ -21,6 +21,7 @@ __all__ = [
     "TraceFormatError",
     "TraceTooLargeError",
     "UsageError",
+    "analyse",
     "load",
     "loads",
     "load_ranks",
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "analyse": "tracekit.pipeline",
     "load": "tracekit.loader",
     "loads": "tracekit.loader",
     "load_ranks": "tracekit.loader",

@@ -29,7 +29,7 @@ warnings     every problem met while loading: `level`, `code`, `count`, `message
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import polars as pl
 
@@ -52,12 +52,12 @@ TEXT = pl.Categorical()
 # these plans' work: on the 54 MB trace a load peaked 7-14 MB higher and took as long or
 # longer (benchmarks/ab.py), and every eager step of an analysis pays Polars' planning and
 # its thread pool's hand-over again (0.1-0.4 ms on a 2-core machine; docs/loader.md).
-ENGINE = "in-memory"
+ENGINE: Final = "in-memory"
 # The engine of the plans that group millions of rows by several keys: the streaming engine
 # sums them as it reads them, where the in-memory one first gathered every row's keys and
 # indices (the critical path's 4.4M segments by class and context, the 1 GB trace: 2 MB and
 # 0.03 s against 0.19 GB and 0.11 s; an eager group-by is the in-memory one).
-GROUPING_ENGINE = "streaming"
+GROUPING_ENGINE: Final = "streaming"
 
 OPS_SCHEMA: Schema = {
     "eid": I64,

@@ -20,7 +20,6 @@ there was nothing for the host to feed), an empty one `empty`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,45 +118,32 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
 
 
 def critical_path(trace: Trace, *, window: str | None = None, index: int | None = None,
-                  graph: DepGraph | None = None, links: pl.DataFrame | None = None,
-                  on_graph: Callable[[DepGraph], object] | None = None, keep_graph: bool = True,
-                  on_released: Callable[[], object] | None = None, **graph_options: int) -> CriticalPath:
+                  graph: DepGraph | None = None, links: pl.DataFrame | None = None, keep_graph: bool = True,
+                  handed_over: bool = False, **graph_options: int) -> CriticalPath:
     """The critical path of the whole trace or of one window (see `resolve_window`).
 
-    on_graph: called with the dependency graph once the path is found (the what-ifs,
-        `whatif.standard`, read it there).
     keep_graph: keep the graph in the result (`CriticalPath.graph`). Without it, a graph
-        this call built is let go before the segments get their contexts: at scale the
-        graph is the largest intermediate of all (the 1 GB trace's edges, CPU pieces and
-        their orders), and the contexts and the summary would otherwise add to it.
-    on_released: called once this call has no more use for the graph: its path's
-        segments are gathered and have their contexts, and the graph's CPU pieces and
-        slices are let go, before the summary, which takes little memory (`analyse()`
-        starts its heaviest analysis there on large traces). Called before the segments
-        were gathered, it had left the pieces (4.6M on the 1 GB trace) and the segments
-        beside that analysis; called before the contexts were made, the report's peak was
-        where the two met (1 GB trace: 1,422-1,447 MiB against 1,368-1,422 over four runs
-        each, the peak then in the graph's build; 0.15-0.2 s slower).
+        this call built (or one `handed_over`: given, with no other reference kept) is let
+        go before the segments get their contexts: the graph is the largest intermediate
+        of all, and the contexts and the summary would otherwise add to it.
     """
     label, start, end = resolve_window(trace, window, index=index)
     links = gpu_links(trace) if links is None else links
+    owned = graph is None or handed_over
     dep = graph if graph is not None else build_graph(trace, start_ns=start, end_ns=end, links=links, **graph_options)
+    del graph
     nodes = path_nodes(dep)
-    if on_graph is not None:  # before the segments are made: its work and theirs need not coexist
-        on_graph(dep)
-    if graph is None and not keep_graph:  # the orders the path and the what-ifs read (68 MB on the 1 GB trace)
+    if owned and not keep_graph:  # the orders the path read
         dep.forget_orders()
     steps = path_steps(dep, nodes)
     shape, slices, pieces, kept = GraphShape.of(dep), dep.slices, dep.segments, dep if keep_graph else None
-    del dep, graph  # the edges go before the segments are gathered (the caller's own graph stays alive with the caller)
+    del dep  # the edges go before the segments are gathered (a graph the caller holds stays alive)
     held = [pieces]  # (handed over: each piece column goes once gathered, unless the graph is kept)
     del pieces
     segs = _to_segments(steps, held, shape.start_ns, shape.end_ns)
     del steps
     segments = _with_context(segs, slices, links)
     del segs, slices
-    if on_released is not None:
-        on_released()
     return summarise(segments, shape, label=label, graph=kept)
 
 

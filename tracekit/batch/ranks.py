@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.batch.arrivals import Skew, window_text
 from tracekit.batch.schema import IDLE_CAUSES, SEVERITIES
 

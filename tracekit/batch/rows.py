@@ -14,7 +14,8 @@ from typing import Any
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyse import Analysis
+from tracekit.findings.model import Finding
+from tracekit.pipeline import Analysis
 from tracekit.batch.schema import IDLE_CAUSES, SEVERITIES
 from tracekit.model import Trace
 from tracekit.report import redact
@@ -191,28 +192,27 @@ def attention_result(a: Analysis) -> tuple[Any, list[str]]:
         return None, [f"attention analysis failed: {type(exc).__name__}: {_one_line(str(exc))}"]
 
 
-def findings_list(a: Analysis) -> list[Any] | None:
+def findings_list(a: Analysis) -> list[Finding] | None:
     """The ranked findings, or None when the findings engine did not run."""
     if a.findings is None:
         return None
-    items = a.findings if isinstance(a.findings, (list, tuple)) else getattr(a.findings, "findings", None)
-    return list(items or [])
+    return list(a.findings.findings)
 
 
 def finding_values(a: Analysis) -> dict[str, Any]:
     items = findings_list(a)
     if items is None:
         return {**{f"findings_{s}": None for s in SEVERITIES}, "top_finding": None}
-    severities = [str(getattr(f, "severity", "info")) for f in items]
+    severities = [f.severity for f in items]
     counts = {f"findings_{s}": severities.count(s) for s in SEVERITIES}
-    return {**counts, "top_finding": str(getattr(items[0], "title", "")) if items else None}
+    return {**counts, "top_finding": items[0].title if items else None}
 
 
 def critical_path_values(a: Analysis) -> dict[str, Any]:
     cp = a.critical_path
     return {
-        "critical_path_verdict": getattr(cp, "verdict", None),
-        "critical_path_share": getattr(cp, "verdict_share", None),
+        "critical_path_verdict": cp.verdict if cp is not None else None,
+        "critical_path_share": cp.verdict_share if cp is not None else None,
     }
 
 
@@ -220,7 +220,7 @@ def rule_errors(a: Analysis) -> list[str]:
     """Findings rules that raised on this trace (the others still ran)."""
     return [
         f"finding rule {rule} failed: {_one_line(str(msg))}"
-        for rule, msg in getattr(a.findings, "errors", ()) or ()
+        for rule, msg in (a.findings.errors if a.findings is not None else ())
     ]
 
 
@@ -242,16 +242,15 @@ def class_rows(a: Analysis) -> list[dict[str, Any]]:
 def finding_rows(a: Analysis, *, rank: int | None = None) -> list[dict[str, Any]]:
     rows = []
     for f in findings_list(a) or []:
-        lost = getattr(f, "time_lost_ns", None)
         rows.append(
             {
                 "rank": rank,
-                "rule": _text(getattr(f, "rule", None) or getattr(f, "id", None)),
-                "severity": _text(getattr(f, "severity", None)),
-                "title": _text(getattr(f, "title", None)),
-                "time_lost_ns": int(lost) if lost is not None else None,
-                "share": _float(getattr(f, "share", None)),
-                "advice": _text(getattr(f, "advice", None)),
+                "rule": f.rule,
+                "severity": f.severity,
+                "title": f.title,
+                "time_lost_ns": f.time_lost_ns,
+                "share": _float(f.share),
+                "advice": f.advice,
             }
         )
     return rows

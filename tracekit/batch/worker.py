@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyse import analyse
+from tracekit.pipeline import analyse
 from tracekit.batch import arrivals
 from tracekit.batch import ranks as rk
 from tracekit.batch import rows

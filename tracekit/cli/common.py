@@ -20,7 +20,7 @@ from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
-    from tracekit.analyse import Analysis, AnalysisOptions
+    from tracekit.pipeline import Analysis, AnalysisOptions
     from tracekit.model import Trace
 
 _trace_arg = click.argument("trace", type=click.Path(dir_okay=False, readable=False, path_type=str))
@@ -150,17 +150,32 @@ class Loading:
 
 
 def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,
-                  status: Status | None = None,
-                  before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
-    """`analyse` for a command: the analysis is cached when the trace is (`wants_cache`); a
-    large trace's glibc heap is trimmed meanwhile (`runtime.trimming`)."""
-    from tracekit.analyse import analyse, large
+                  status: Status | None = None) -> Analysis:
+    """`analyse` for a command: on two threads where memory allows (`runtime.sizing`), the
+    analysis cached when the trace is (`wants_cache`), a large trace's glibc heap trimmed
+    meanwhile (`runtime.trimming`)."""
+    from tracekit.pipeline import AnalysisOptions, analyse
     from tracekit.runtime import trimming
+    from tracekit.runtime.sizing import large, runner_for
+
+    from tracekit import analysis_cache, cache_writes
+    from tracekit.loader.cache import cache_dir
 
     progress = status.analysing if status is not None else None
+    opts = options or AnalysisOptions()
+    cached = wants_cache(path)
+    if cached:
+        directory, key = cache_dir(None), analysis_cache.entry_key(trace, opts)
+        hit = analysis_cache.read(directory, key, trace)
+        if hit is not None:
+            if progress is not None:
+                progress("cache", 1, 1)
+            return hit
     with trimming(large(trace)):
-        return analyse(trace, options=options, progress=progress, cache=wants_cache(path),
-                       before_findings=before_findings)
+        result = analyse(trace, options=opts, progress=progress, runner=runner_for(trace))
+    if cached:
+        cache_writes.run(analysis_cache.write, directory, key, result)
+    return result
 
 
 def wants_cache(path: str, cache: bool | None = None) -> bool:

@@ -45,7 +45,8 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     try:
         loading = Loading(trace, status=status)
         # imported while the trace is read (they are not needed before)
-        import tracekit.analyse  # (the analyses, run below)
+        import tracekit.pipeline  # (the analyses, run below)
+        from tracekit.runtime.sizing import large
         from tracekit.report.build import Builder, ReportOptions, check_zoom
 
         render = _renderer(kind, top)
@@ -53,9 +54,8 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
         loaded = loading.result()
         check_zoom(loaded, zoom)
         # (a large trace's memory kept in bounds through the report's build too)
-        with trimming(tracekit.analyse.large(loaded)), Builder(options) as builder:
-            analysis = analyse_trace(loaded, trace, options=options.analysis, status=status,
-                                     before_findings=builder.start)
+        with trimming(large(loaded)), Builder(options) as builder:
+            analysis = analyse_trace(loaded, trace, options=options.analysis, status=status)
             status.step("building the report")
             model = builder.finish(loaded, analysis)
             status.step(f"writing the {kind.upper() if kind != 'md' else 'Markdown'} report")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.diff.extras import Side
 
 TC_SHIFT = 0.2

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analyse import Analysis, analyse
+from tracekit.pipeline import Analysis, analyse
 from tracekit.diff import extras, stats, tables
 from tracekit.diff.caveats import Change, configuration
 from tracekit.diff.extras import Side

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.model import TraceMeta
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String

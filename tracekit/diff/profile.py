@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.analysis.attribution import op_instances
 from tracekit.analysis.breakdown import breakdown
 from tracekit.analysis.gaps import CAUSES, gaps

@@ -2,18 +2,17 @@
 
 `Context` is created by `run_findings` for one trace. Its properties call the analysis
 modules (`timeline`, `gaps`, `syncs`, `breakdown`, `windows`, `taxonomy`, `occupancy`,
-`critical_path`, ...) lazily, so a rule that is disabled costs nothing. The window every
+`critical_path`, ...) lazily, so a rule that is disabled costs nothing; the pipeline's
+findings step seeds every analysis it has, so that none is computed twice. The window every
 `share` is measured against is the whole trace: first start to last end of the CPU slices
-(profiler spans and overhead rows excluded) and the GPU work. Rules may run on several
-threads at once: each property is computed once per context, by the first thread that asks
-(`once`), the others waiting for it.
+(profiler spans and overhead rows excluded) and the GPU work. The rules run one at a time.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from functools import cached_property
+from typing import Any
 
 import polars as pl
 
@@ -36,36 +35,6 @@ EVIDENCE_ROWS = 5  # rows of evidence a finding shows (the first, in its order)
 # of its blocks an SM holds at once (`tiny_grids` tells persistent kernels by them)
 OCCUPANCY_COLUMNS = ("eid", "name", "device", "stream", "ts_ns", "dur_ns", "grid_blocks", "sm_efficiency",
                      "grid_blocks_per_sm", "active_blocks_per_sm")
-T = TypeVar("T")
-
-
-class once(Generic[T]):  # (lower case: a decorator, as functools.cached_property)
-    """A property computed on first use and kept, once per object even when threads ask at
-    the same time: the first computes it under a lock of its object and name, the others
-    wait and read the kept value (functools.cached_property has no lock from Python 3.12
-    on, and before that one lock for every object). Properties that read others take their
-    locks in the order of what they read, which has no cycles: no thread waits on itself."""
-
-    def __init__(self, func: Callable[[Any], T]) -> None:
-        self.func = func
-        self.name = func.__name__
-        self.__doc__ = func.__doc__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> T:
-        if obj is None:
-            return self  # type: ignore[return-value]
-        kept = obj.__dict__
-        if self.name in kept:  # (set by the seed, or computed before)
-            return kept[self.name]
-        with obj._locks_guard:
-            lock = obj._locks.setdefault(self.name, threading.RLock())
-        with lock:
-            if self.name not in kept:
-                kept[self.name] = self.func(obj)
-            return kept[self.name]
 
 
 def step_bounds(trace: Trace) -> pl.DataFrame | None:
@@ -85,9 +54,6 @@ class Context:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._locks: dict[str, threading.RLock] = {}  # per property (`once`; re-entrant: a property
-        # that read itself would recurse, as it did with cached_property, not wait forever)
-        self._locks_guard = threading.Lock()
         parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(NOT_CPU_CATS)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
         both = pl.concat(parts)
@@ -105,15 +71,15 @@ class Context:
         return float(ns) / self.window_ns if self.window_ns > 0 else 0.0
 
     # -- shared analyses ------------------------------------------------------------------
-    @once
+    @cached_property
     def nested(self) -> pl.DataFrame:
         return cpu_ops(self.trace)
 
-    @once
+    @cached_property
     def launches(self) -> pl.DataFrame:
         return launch_ops(self.trace, ops=self.nested)
 
-    @once
+    @cached_property
     def links(self) -> pl.DataFrame:
         """GPU work with launch call and op (`links.gpu_links`), plus `op_path` and taxonomy."""
         links = gpu_links(self.trace, launches=self.launches)
@@ -121,21 +87,21 @@ class Context:
         classes = classify_names(links["name"])
         return links.join(paths, on="op_eid", how="left").join(classes, on="name", how="left")
 
-    @once
+    @cached_property
     def host_nested(self) -> pl.DataFrame:
         """cpu_ops, Python frames and annotations together, with depth and parent."""
         from tracekit.analysis.nesting import with_parents
 
         return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)))
 
-    @once
+    @cached_property
     def attention(self) -> Any:
         """`analysis.attention.analyze_attention` on the shared op tree and launches."""
         from tracekit.analysis.attention import analyze_attention
 
         return analyze_attention(self.trace, ops=self.nested, launches=self.launches)
 
-    @once
+    @cached_property
     def roofline(self) -> Any:
         """`analysis.roofline.roofline` with the device table's ceilings (`analyse()` seeds
         its own, computed with its `AnalysisOptions` peaks)."""
@@ -143,61 +109,61 @@ class Context:
 
         return roofline(self.trace)
 
-    @once
+    @cached_property
     def compile(self) -> Any:
         """`analysis.compile.compile_stats` (torch.compile regions, Triton kernels, recompiles)."""
         from tracekit.analysis.compile import compile_stats
 
         return compile_stats(self.trace)
 
-    @once
+    @cached_property
     def steps(self) -> pl.DataFrame:
         return _windows.steps(self.trace)
 
-    @once
+    @cached_property
     def step_bounds(self) -> pl.DataFrame | None:
         """`ProfilerStep#N` windows (windows.BOUNDS_SCHEMA), None when the trace has none."""
         return step_bounds(self.trace)
 
-    @once
+    @cached_property
     def timeline(self) -> _timeline.Timeline:
         return _timeline.timeline(self.trace)
 
-    @once
+    @cached_property
     def step_timeline(self) -> _timeline.Timeline:
         """Busy/idle in the profiler steps (the TB plugin's window), else the device span."""
         return step_timeline(self.trace, self.step_bounds) if self.step_bounds is not None else self.timeline
 
-    @once
+    @cached_property
     def gaps(self) -> _gaps.Gaps:
         return _gaps.gaps(self.trace, links=gpu_links(self.trace, launches=self.launches))
 
-    @once
+    @cached_property
     def syncs(self) -> _syncs.SyncStats:
         return _syncs.sync_stats(self.trace)
 
-    @once
+    @cached_property
     def copies(self) -> _syncs.CopyStats:
         return _syncs.copy_stats(self.trace)
 
-    @once
+    @cached_property
     def breakdown(self) -> _breakdown.Breakdown:
         return _breakdown.breakdown(self.trace)
 
-    @once
+    @cached_property
     def occupancy(self) -> pl.DataFrame:
         """Per kernel launch (`occupancy.occupancy`), the columns the rules read
         (`OCCUPANCY_COLUMNS`): from the plan, not every column of every launch."""
         return occupancy_plan(self.trace.gpu, self.trace.meta.devices).select(OCCUPANCY_COLUMNS).collect(
             engine=ENGINE)
 
-    @once
+    @cached_property
     def critical_path(self) -> Any:
         from tracekit.analysis.critical_path import critical_path
 
         return critical_path(self.trace, links=gpu_links(self.trace, launches=self.launches))
 
-    @once
+    @cached_property
     def no_launch_overhead(self) -> Any:
         """The critical path's `no_launch_overhead` what-if (None without a graph to run it on)."""
         from tracekit.analysis.whatif import no_launch_overhead

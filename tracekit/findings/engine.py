@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracekit.errors import UsageError
@@ -13,7 +11,6 @@ from tracekit.findings.model import SEVERITIES, SEVERITY_RANK, Clean, Finding, F
 from tracekit.findings.registry import RULES, Config, Hit, Params, RuleSpec
 from tracekit.model import Trace
 
-WORKERS = 2  # rules run at once: most of a rule is Polars, which lets go of the GIL
 # Severity from the share of the window a finding costs (docs/findings.md, "Severity"): the
 # first band whose share, in parts per ten thousand, time lost reaches; below the last: info
 BANDS: tuple[tuple[str, int], ...] = (("high", 1_000), ("medium", 200), ("low", 50))
@@ -22,22 +19,15 @@ MIN_WINDOW_FOR_HIGH_NS = 1_000_000  # a window under 1 ms (a fragment of a step)
 
 
 def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = None,
-                 rules: list[str] | None = None, seed: Mapping[str, Any] | None = None,
-                 workers: int | None = None) -> FindingsResult:
+                 rules: list[str] | None = None, seed: Mapping[str, Any] | None = None) -> FindingsResult:
     """Run the registered rules (all, or those in `rules`) on one trace.
 
     Findings are ranked by time lost, then severity, then rule id. A rule that raises is
     reported in `errors` (with its message) instead of stopping the others. Disabled rules,
     and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
-    `seed` hands over analyses the caller already has (keys are `Context` attributes:
-    nested, launches, timeline, gaps, syncs, copies, breakdown, critical_path, attention,
-    roofline, compile, no_launch_overhead),
-    so they are not computed twice.
-    The rules run on `workers` threads; None: `WORKERS`, but one on a large trace or where
-    memory is short (`analyse.large`, `analyse.workers_for`: two rules can each build a
-    large analysis, the gaps and the critical path say, whose peaks would add up). The
-    result is the same in any number: each rule reads the context, whose shared analyses
-    are computed once, by the first rule that asks.
+    `seed` hands over the analyses the caller has (keys are `Context` attributes: the
+    pipeline's findings step gives every one it computed), so that the rules compute
+    nothing again; a standalone call computes what its rules read, once, on first use.
     """
     cfg = config if isinstance(config, Config) else Config(config)
     ctx = Context(trace)
@@ -52,7 +42,7 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     skipped: list[str] = []
     errors: list[tuple[str, str]] = []
     todo = [r for r in chosen if cfg.params(r)["enabled"] and not _superseded(RULES[r], chosen, cfg)]
-    outcomes = _run_rules(ctx, cfg, todo, default_workers(trace) if workers is None else workers)
+    outcomes = {rule_id: _run_rule(ctx, cfg, rule_id) for rule_id in todo}
     for rule_id in chosen:
         spec, params = RULES[rule_id], cfg.params(rule_id)
         if rule_id not in outcomes:
@@ -71,32 +61,12 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
                           errors=tuple(errors), window_start_ns=ctx.window_start_ns, window_end_ns=ctx.window_end_ns)
 
 
-def default_workers(trace: Trace) -> int:
-    """`WORKERS`, or one for a large trace or where two analyses at once could run short of
-    memory (`analyse.large`, `analyse.workers_for`)."""
-    from tracekit.analyse import large, workers_for
-
-    return 1 if large(trace) or workers_for(trace) < 2 else WORKERS
-
-
-def _run_rules(ctx: Context, cfg: Config, rules: list[str], workers: int) -> dict[str, tuple[list[Hit], str | None]]:
-    """Each rule's hits, or the error it raised, in the rules' order (each thread runs in
-    a copy of this context, so the rules share the `analysis.shared` memo)."""
-
-    def run(rule_id: str) -> tuple[list[Hit], str | None]:
-        try:
-            return _as_list(RULES[rule_id].func(ctx, cfg.params(rule_id))), None
-        except Exception as exc:  # noqa: BLE001  (one broken rule must not hide the others)
-            return [], f"{type(exc).__name__}: {exc}"
-
-    if workers < 2 or len(rules) < 2:
-        return {rule_id: run(rule_id) for rule_id in rules}
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-findings")
+def _run_rule(ctx: Context, cfg: Config, rule_id: str) -> tuple[list[Hit], str | None]:
+    """The rule's hits, or the error it raised."""
     try:
-        futures = {rule_id: pool.submit(contextvars.copy_context().run, run, rule_id) for rule_id in rules}
-        return {rule_id: future.result() for rule_id, future in futures.items()}
-    finally:  # (an interrupt while waiting: the rules not started yet are not run)
-        pool.shutdown(wait=True, cancel_futures=True)
+        return _as_list(RULES[rule_id].func(ctx, cfg.params(rule_id))), None
+    except Exception as exc:  # noqa: BLE001  (one broken rule must not hide the others)
+        return [], f"{type(exc).__name__}: {exc}"
 
 
 def _superseded(spec: RuleSpec, chosen: list[str], cfg: Config) -> bool:

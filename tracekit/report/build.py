@@ -12,7 +12,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit import format as fmt
-from tracekit.analyse import Analysis, AnalysisOptions, analyse, large, workers_for
+from tracekit.pipeline import Analysis, AnalysisOptions, analyse
 from tracekit.analysis.gaps import CAUSE_LABELS
 from tracekit.analysis.hostside import host_time
 from tracekit.errors import UsageError
@@ -38,34 +38,20 @@ class ReportOptions:
 
 
 def build_report(trace: Trace, *, options: ReportOptions | None = None, analysis: Analysis | None = None) -> Report:
-    """The report of `trace`, from `analysis` (else analysed here: then the timelines are
-    drawn while the findings run, see `Builder`)."""
+    """The report of `trace`, from `analysis` (else analysed here)."""
     with Builder(options) as builder:
-        a = analysis or analyse(trace, options=builder.options.analysis, before_findings=builder.start)
+        a = analysis or analyse(trace, options=builder.options.analysis)
         return builder.finish(trace, a)
 
 
 class Builder:
-    """Builds one report, on two threads of its own besides the caller's.
-
-    `start(a)` sets the timelines and the sections (all that does not read the findings)
-    going on those threads and returns at once: it is `analyse`'s `before_findings`, so
-    that they are made while the findings run (the analyses are done by then, and the
-    findings use one core). `finish(trace, a)` waits for them, or makes them now when
-    nothing was started (a cached analysis, one handed over whole, or a large trace:
-    below), and assembles the report with `a`'s findings. Use it as a context manager:
-    its threads end with the block.
-
-    From `analyse.PHASED_BYTES` of frames on, nothing starts early: the findings' and the
-    timelines' intermediates would be alive at once (the peak before the memory of the
-    largest traces). Nor where the analyses ran on one thread (`AnalysisOptions.workers`,
-    or `analyse.workers_for` when memory is short).
-    """
+    """Builds reports on two threads of its own besides the caller's: the timelines (most of
+    the build's time; Polars and the pixel runs release the GIL) while the calling thread
+    makes the other sections. Use it as a context manager: its threads end with the block."""
 
     def __init__(self, options: ReportOptions | None = None) -> None:
         self.options = options or ReportOptions()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-report")
-        self._started: tuple[Future, Future] | None = None
 
     def __enter__(self) -> Self:
         return self
@@ -74,23 +60,10 @@ class Builder:
         # on an error (an interrupt, say) the drawing still under way is not waited for
         self._pool.shutdown(wait=exc_type is None, cancel_futures=True)
 
-    def start(self, a: Analysis) -> None:
-        if self._started is None and not large(a.trace) and (a.options.workers or workers_for(a.trace)) > 1:
-            # (the timeline section waits for the zoom it hands to the pool, which the
-            # other thread takes once the sections are made)
-            self._started = (self._pool.submit(timeline_section, a, self.options, self._pool),
-                             self._pool.submit(_sections, a, self.options))
-
     def finish(self, trace: Trace, a: Analysis) -> Report:
-        if self._started is not None:
-            timelines, rest = self._started
-            secs = [timelines.result(), *rest.result()]
-        else:
-            # the timelines (most of the build's time) are drawn on the two threads while
-            # this one makes the other sections (Polars and the pixel runs release the GIL)
-            timelines = self._pool.submit(timeline_section, a, self.options, self._pool)
-            rest_now = _sections(a, self.options)
-            secs = [timelines.result(), *rest_now]
+        timelines = self._pool.submit(timeline_section, a, self.options, self._pool)
+        rest = _sections(a, self.options)
+        secs = [timelines.result(), *rest]
         # one pass over every string of the model, whichever section made it
         return scrub(_assemble(trace, self.options, a, secs), self.options.redact)
 
@@ -170,8 +143,8 @@ def verdict(a: Analysis) -> str:
     """The report's one-sentence answer (also `tracekit summary`'s): the critical path's
     verdict, else utilisation and the largest idle cause."""
     cp = a.critical_path
-    if cp is not None and getattr(cp, "sentence", None):
-        return str(cp.sentence)
+    if cp is not None and cp.sentence:
+        return cp.sentence
     tl = a.timeline
     if tl.utilisation is None:
         return "No GPU activity in this trace: only CPU-side figures are available."
@@ -260,19 +233,18 @@ def _top_cause(by_cause: dict[str, int]) -> str:
 
 
 def _findings(a: Analysis) -> list[Finding]:
-    result = a.findings
-    items = getattr(result, "findings", None) or []
+    items = a.findings.findings if a.findings is not None else ()
     host_only = a.timeline.devices.is_empty()
     out = []
     for f in items:
-        lost = int(getattr(f, "time_lost_ns", 0) or 0)
+        lost = f.time_lost_ns
         untimed = host_only and not lost  # (a rule that times GPU work has nothing to time here)
         out.append(Finding(
-            id=str(getattr(f, "rule", "")), severity=str(getattr(f, "severity", "info")), title=str(getattr(f, "title", "")),
+            id=f.rule, severity=f.severity, title=f.title,
             time_lost="–" if untimed else fmt.ns(lost), time_lost_ns=lost,
-            share="not timed: no GPU work in this trace" if untimed else fmt.pct(getattr(f, "share", None)) + " of the window",
-            evidence=[extras.evidence_text(e) for e in (getattr(f, "evidence", None) or [])][:8],
-            advice=str(getattr(f, "advice", "")),
+            share="not timed: no GPU work in this trace" if untimed else fmt.pct(f.share) + " of the window",
+            evidence=[extras.evidence_text(e) for e in f.evidence][:8],
+            advice=f.advice,
         ))
     return out
 

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.model import ENGINE
 from tracekit.report.model import Bar, BarChart, Cell, Column, Section, Table
 from tracekit.report.tables import frame_table
@@ -41,9 +41,9 @@ def _whatifs(a: Analysis) -> list[Any]:
 
 def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
     cp = a.critical_path
-    segs = getattr(cp, "segments", None)
-    if segs is None or segs.is_empty():
+    if cp is None or cp.segments.is_empty():
         return []
+    segs = cp.segments
     # the path's classes -> their colours as an Enum (a code a row, not a string a row)
     css = pl.col("cls").replace_strict(
         {k: v[1] for k, v in PATH_CLASSES.items()}, default="cp-other", return_dtype=CP_CSS)
@@ -54,7 +54,7 @@ def critical_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
 
 def critical_path_section(a: Analysis) -> Section | None:
     cp = a.critical_path
-    if cp is None or getattr(cp, "verdict", "empty") in ("empty",):
+    if cp is None or cp.verdict == "empty":
         return None
     total = max(cp.end_ns - cp.start_ns, 1) if cp.start_ns is not None and cp.end_ns is not None else 1
     bars = []
@@ -96,7 +96,7 @@ GPU_ONLY_HEADERS = {"kernels", "GPU time", "launch API", "GPU total"}  # attenti
 
 def attention_section(a: Analysis, *, top: int) -> Section | None:
     res = a.attention
-    if res is None or not getattr(res, "call_count", 0):
+    if res is None or not res.call_count:
         return None
     from tracekit.report.attention import attention_section as plain
 
@@ -135,7 +135,7 @@ def _sort_value(text: Any) -> float | None:
 
 def roofline_section(a: Analysis, *, top: int) -> Section | None:
     rf = a.roofline
-    if rf is None or getattr(rf, "calls", None) is None or rf.calls.is_empty():
+    if rf is None or rf.calls.is_empty():
         return None
     from tracekit.render.roofline_svg import roofline_svg
 
@@ -146,14 +146,14 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
             ("achieved_gbps", "bandwidth", "gbps"), ("intensity", "FLOP/byte", "float1"), ("bound", "bound", "label"),
             ("efficiency", "of ceiling", "pct"), ("time_lost_ns", "time left", "ns")]
     table = frame_table("roofline", "Ops against the device's ceilings", ops, cols, limit=top)
-    paras = [f"Overall efficiency {fmt.pct(getattr(rf, 'efficiency', None))}; time left on the table "
-             f"{fmt.ns(getattr(rf, 'time_lost_ns', None))} (work known for {fmt.pct(getattr(rf, 'coverage', None))} of GPU time)."]
+    paras = [f"Overall efficiency {fmt.pct(rf.efficiency)}; time left on the table "
+             f"{fmt.ns(rf.time_lost_ns)} (work known for {fmt.pct(rf.coverage)} of GPU time)."]
     out = ops.filter(pl.col("excluded").is_not_null()) if "excluded" in ops.columns else ops.clear()
     if out.height:  # work unknown (an argument not recorded), or above the ceiling (the model overstates it)
         paras.append(fmt.agree("{n} ({ns}) [are|is] left out of every figure: {why}.", out.height).format(
             n=fmt.counted(out.height, "op shape"), ns=fmt.ns(int(out["gpu_ns"].sum())),
             why="; ".join(dict.fromkeys(f"{x['name']}: {x['reason']}" for x in out.head(3).to_dicts()))))
-    paras += [str(n) for n in getattr(rf, "notes", ())]
+    paras += [str(n) for n in rf.notes]
     return Section(id="roofline", title="Roofline", svgs=[roofline_svg(rf)], tables=[table], paragraphs=paras,
                    intro="FLOPs and bytes from the recorded shapes against the device's peak throughput and bandwidth: "
                          "how far each op is from what the GPU can do.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analyse import Analysis
+from tracekit.pipeline import Analysis
 from tracekit.analysis.gaps import CAUSE_LABELS, LISTED
 from tracekit.analysis.hostside import host_time
 from tracekit.analysis.order import longest, longest_gaps

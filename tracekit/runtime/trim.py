@@ -15,7 +15,7 @@ THREAD_NAME = "tracekit-trim"
 
 @contextmanager
 def trimming(on: bool) -> Iterator[None]:
-    """While the block runs (and `on`: the command passes `analyse.large(trace)`), a thread
+    """While the block runs (and `on`: the command passes `runtime.sizing.large(trace)`), a thread
     trims glibc's free heap every `TRIM_EVERY_S` (`allocator.trim_heap`, a few ms each), and
     once more as the block ends. One thread serves every block running at once (on other
     threads, or nested): it starts with the first and stops with the last."""

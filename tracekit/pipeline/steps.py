@@ -1,0 +1,119 @@
+"""The analysis pipeline's steps, in the order the default runner takes them.
+
+Intermediates first (op tree, launch calls, GPU links, the dependency graph), each handed
+to the steps that name it; the critical path and its what-ifs next, so that the graph, the
+largest intermediate, is let go before any other analysis starts; the findings last, on
+every result before them. Each function is `(trace, options, inputs) -> result`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis import taxonomy
+from tracekit.analysis.attribution import attribute
+from tracekit.analysis.breakdown import breakdown
+from tracekit.analysis.compile import compile_stats
+from tracekit.analysis.gaps import gaps
+from tracekit.analysis.launches import launch_stats
+from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.memory import memory_stats
+from tracekit.analysis.occupancy import occupancy_table
+from tracekit.analysis.syncs import copy_stats, sync_stats
+from tracekit.analysis.timeline import Timeline, timeline
+from tracekit.analysis.windows import window_bounds, windows
+from tracekit.model import Trace
+from tracekit.pipeline.result import AnalysisOptions
+from tracekit.pipeline.run import Step
+
+In = dict[str, Any]
+
+
+def _graph(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
+    from tracekit.analysis.graph import build_graph
+
+    return build_graph(trace, links=i["links"])
+
+
+def _whatifs(trace: Trace, opts: AnalysisOptions, i: In) -> list[Any]:
+    from tracekit.analysis.whatif import standard
+
+    return standard(i["graph"]) if i["graph"] is not None and not trace.gpu_work.is_empty() else []
+
+
+def _critical_path(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
+    from tracekit.analysis.critical_path import critical_path
+
+    if i["graph"] is None:  # (the graph's failure is the critical path's note already)
+        return None
+    return critical_path(trace, graph=i.pop("graph"), handed_over=True, links=i["links"], keep_graph=opts.keep_graph)
+
+
+def _attention(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
+    from tracekit.analysis.attention import analyze_attention
+
+    return analyze_attention(trace, ops=i["ops"], launches=i["launch_calls"])
+
+
+def _roofline(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
+    from tracekit.analysis.roofline import roofline
+
+    return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps)
+
+
+def _step_bounds(trace: Trace, opts: AnalysisOptions, i: In) -> pl.DataFrame | None:
+    bounds = window_bounds(trace, "ProfilerStep")
+    return bounds if bounds.height else None
+
+
+def _step_timeline(trace: Trace, opts: AnalysisOptions, i: In) -> Timeline | None:
+    bounds = i["step_bounds"]
+    return None if bounds is None else timeline(trace, windows=bounds, window_label="ProfilerStep")
+
+
+def _findings(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
+    from tracekit.findings import run_findings
+
+    scenarios = {w.scenario: w for w in i.pop("whatifs")}
+    seed = {"nested": i.pop("ops"), "launches": i.pop("launch_calls"),
+            "no_launch_overhead": scenarios.get("no_launch_overhead"), **i}
+    return run_findings(trace, config=opts.findings_config or None, seed=seed)
+
+
+def _no_whatifs() -> list[Any]:
+    return []
+
+
+STEPS: tuple[Step, ...] = (
+    Step("ops", lambda t, o, i: cpu_ops(t), kept=False),
+    Step("launch_calls", lambda t, o, i: launch_ops(t, ops=i["ops"]), ("ops",), kept=False),
+    Step("links", lambda t, o, i: gpu_links(t, launches=i["launch_calls"]), ("launch_calls",), kept=False),
+    Step("graph", _graph, ("links",), kept=False, optional=True, note_as="critical_path"),
+    Step("whatifs", _whatifs, ("graph",), optional=True, fallback=_no_whatifs),
+    Step("critical_path", _critical_path, ("graph", "links"), optional=True),
+    Step("timeline", lambda t, o, i: timeline(t)),
+    Step("breakdown", lambda t, o, i: breakdown(t)),
+    Step("kernels", lambda t, o, i: taxonomy.kernel_table(t.gpu)),
+    Step("classes", lambda t, o, i: taxonomy.class_table(t.gpu, include_memory=True)),
+    Step("tensor_core_share", lambda t, o, i: taxonomy.tensor_core_share(t.gpu)),
+    Step("occupancy", lambda t, o, i: occupancy_table(t.gpu, t.meta.devices)),
+    Step("step_bounds", _step_bounds, kept=False),
+    Step("step_timeline", _step_timeline, ("step_bounds",), kept=False),
+    Step("memory", lambda t, o, i: memory_stats(t)),
+    Step("attention", _attention, ("ops", "launch_calls"), optional=True),
+    Step("roofline", _roofline, optional=True),
+    Step("gaps", lambda t, o, i: gaps(t, min_gap_ns=o.min_gap_ns, links=i["links"]), ("links",)),
+    Step("attribution", lambda t, o, i: attribute(t, instances=False)),
+    Step("windows", lambda t, o, i: windows(t, links=i["links"]), ("links",)),
+    Step("steps", lambda t, o, i: windows(t, name="ProfilerStep", links=i["links"]), ("links",)),
+    Step("syncs", lambda t, o, i: sync_stats(t)),
+    Step("copies", lambda t, o, i: copy_stats(t)),
+    Step("launches", lambda t, o, i: launch_stats(t, calls=i["launch_calls"], gpu=i["links"]),
+         ("launch_calls", "links")),
+    Step("compile", lambda t, o, i: compile_stats(t, launches=i["launches"]), ("launches",)),
+    Step("findings", _findings,
+         ("ops", "launch_calls", "whatifs", "critical_path", "timeline", "breakdown", "step_bounds", "step_timeline",
+          "attention", "roofline", "gaps", "syncs", "copies", "compile"), optional=True),
+)
