@@ -366,11 +366,8 @@ def test_rules_on_threads_find_what_one_thread_finds(tmp_path):
 @pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz",
                                   "a100_dlrm_6streams_rank0.json.gz"])
 def test_rules_on_threads_find_on_real_traces_what_one_thread_finds(name):
-    from tracekit.analysis.shared import sharing
-
     trace = tracekit_load(real_trace(name))
-    with sharing():  # (the shared analyses once for both: each is computed by the first rule that asks)
-        one, two = (run_findings(trace, workers=w) for w in (1, 2))
+    one, two = (run_findings(trace, workers=w) for w in (1, 2))
     assert two == one and not one.errors and one.findings
 
 

@@ -12,7 +12,6 @@ CEILING = 400
 OVER = {
     "tracekit/analyse.py": 414,
     "tracekit/analysis/critical_path.py": 443,
-    "tracekit/analysis/gaps.py": 415,
     "tracekit/analysis/graph.py": 641,
     "tracekit/analysis/intervals.py": 446,
     "tracekit/analysis/work.py": 425,

@@ -31,7 +31,6 @@ def summary(trace: str, as_json: bool, top: int, no_redact: bool, full_path: boo
     Windows: each device from its first to its last GPU activity."""
     loading = Loading(trace)  # read while the analyses (and Polars) are imported
     from tracekit.analysis.hostside import host_time
-    from tracekit.analysis.shared import sharing
     from tracekit.analysis.windows import windows
     from tracekit.cli.common import analyse_trace
     from tracekit.loader.clocks import LIMIT_CODES
@@ -39,10 +38,9 @@ def summary(trace: str, as_json: bool, top: int, no_redact: bool, full_path: boo
     from tracekit.report.headline import attention_facts
 
     t = loading.result()
-    with sharing():  # (the steps' links are the analysis's)
-        a = analyse_trace(t, trace)
-        steps = windows(t, name="ProfilerStep")
-        host = host_time(t, top=top) if a.timeline.devices.is_empty() else None
+    a = analyse_trace(t, trace)
+    steps = windows(t, name="ProfilerStep")
+    host = host_time(t, top=top) if a.timeline.devices.is_empty() else None
     ops = a.attribution.ops
     if host is not None:  # no GPU work: the ops by CPU time
         ops = ops.sort(["cpu_total_ns", "name"], descending=[True, False], nulls_last=True)
