@@ -144,20 +144,6 @@ def test_launch_bound_graph(tmp_path):
     assert set(dep.segments["cls"]) == {"python_overhead", "launch_overhead"}
 
 
-def test_the_shared_memo_keeps_no_frame_of_the_graph_alive(tmp_path):
-    """Inside `sharing()` the graph remembers only what other analyses share (the op tree's
-    parent rows); its own slices' parent rows are not kept to the end of the run."""
-    from tracekit.analysis import shared
-    from tracekit.analysis.links import cpu_ops
-
-    trace = launch_bound().load(tmp_path)
-    with shared.sharing():
-        build_graph(trace)
-        memo = shared.store()
-        kept = [entry.inputs[0] for key, entry in memo.items() if isinstance(key, tuple) and key[0] == "parent_rows"]
-        assert all(frame is cpu_ops(trace) for frame in kept)
-
-
 def test_orders_forgotten_are_computed_again_the_same(tmp_path):
     dep = build_graph(launch_bound().load(tmp_path))
     longest, runs = dep.longest, dep.cpu_runs

@@ -207,20 +207,21 @@ def test_occupancy_table_mode_ties_are_alphabetical():
     assert table["limiting_factor"].to_list() == ["registers"]
 
 
-def test_the_table_and_the_rules_hold_no_per_launch_frame():
-    """Inside `sharing()` (an `analyse()` run) the table leaves nothing remembered, and the
-    findings' `Context.occupancy` is the per-launch frame's rule columns, the same rows."""
-    from tracekit.analysis.shared import sharing, store
+def test_the_table_from_a_given_per_launch_frame_and_the_rules_columns():
+    """The table made from a per-launch frame the caller has (`per_launch=`) is the one made
+    from the plan, without the plan; the findings' `Context.occupancy` is the per-launch
+    frame's rule columns, the same rows."""
+    from tracekit.analysis import occupancy as occupancy_mod
     from tracekit.findings.context import OCCUPANCY_COLUMNS, Context
 
     rows = [launch(1000, 256, 32, 0, name="k", dur=100), launch(54, 256, 128, 0, name="small", dur=50),
             launch(0, 0, None, None, name="copy", cat="gpu_memcpy")]
     gpu = pl.DataFrame(rows, schema=GPU_SCHEMA)
-    with sharing():
-        table = occupancy_table(gpu, devices(A100))
-        assert not [key for key in store() if key[0] == "occupancy"]
-        occupancy(gpu, devices(A100))  # (the per-launch frame itself is remembered where asked for)
-        assert [key[0] for key in store() if key[0] == "occupancy"] == ["occupancy"]
+    table = occupancy_table(gpu, devices(A100))
+    per_launch = occupancy(gpu, devices(A100))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(occupancy_mod, "occupancy_plan", lambda *a: pytest.fail("the plan was made again"))
+        assert occupancy_table(gpu, devices(A100), per_launch=per_launch).equals(table)
     assert table["name"].to_list() == ["k", "small"] and table["count"].to_list() == [1, 1]
     trace = tracekit.Trace.empty().replace(gpu=gpu)
     trace = trace.replace(meta=replace(trace.meta, devices=devices(A100)))

@@ -27,10 +27,9 @@ import polars as pl
 
 from tracekit.analysis import native
 from tracekit.analysis.launches import launch_family
-from tracekit.analysis.links import _containing_op, cpu_ops, gpu_links, launch_ops, link_warnings
-from tracekit.analysis.nesting import ancestors, in_time_order, parent_rows, rows_of
-from tracekit.analysis.shared import ENGINE, remember, sharing
-from tracekit.model import TEXT, WARNINGS_SCHEMA, Trace
+from tracekit.analysis.links import _containing_op, gpu_links, launch_ops, link_warnings, op_tree
+from tracekit.analysis.nesting import OpTree, in_time_order, rows_of, tree_of
+from tracekit.model import ENGINE, TEXT, WARNINGS_SCHEMA, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
@@ -46,7 +45,6 @@ OPS_SCHEMA: dict[str, pl.DataType] = {
     "kernels_incl": I64, "kernels_per_call": F64, "calls_without_gpu": I64,
     "launches_nothing": BOOL, "gpu_share": F64,
 }
-CLOSURE_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "ancestor_eid": I64}
 
 
 @dataclass(frozen=True)
@@ -68,17 +66,19 @@ class Attribution:
     warnings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=WARNINGS_SCHEMA))
 
 
-def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
+def attribute(trace: Trace, *, instances: bool = True, ops: pl.DataFrame | OpTree | None = None,
+              launches: pl.DataFrame | None = None, links: pl.DataFrame | None = None) -> Attribution:
     """Per-op and per-op-name CPU and GPU time; see the module docstring.
 
     instances: keep the per-instance rows (`Attribution.instances`; else None). `analyse()`
         does not: only a diff reads them (`op_instances`, which computes them again), and
         on the 1 GB trace's 1.36M ops they held 0.13 GB through the rest of the analyses
         and the report.
+    ops, launches, links: the op tree (`links.op_tree`), the launch calls (`links.launch_ops`)
+        and the GPU links (`links.gpu_links`) of `trace`, computed when not given.
     """
-    with sharing():  # (the links' warnings read the launch links `_instance_rows` made)
-        rows, gpu, tree, closure = _instance_rows(trace)
-        warnings = link_warnings(trace, gpu=gpu)
+    rows, gpu, tree, closure, launches = _instance_rows(trace, ops, launches, links)
+    warnings = link_warnings(trace, launches=launches, gpu=gpu)
     ops = _per_name(rows, gpu, closure, total_ns=int(gpu["dur_ns"].sum() or 0),
                     recursive=tree[1] if tree else None)
     no_op = gpu.filter(pl.col("op_eid").is_null())
@@ -97,30 +97,34 @@ def attribute(trace: Trace, *, instances: bool = True) -> Attribution:
     )
 
 
-def op_instances(attribution: Attribution, trace: Trace) -> pl.DataFrame:
+def op_instances(attribution: Attribution, trace: Trace, *, ops: pl.DataFrame | OpTree | None = None,
+                 launches: pl.DataFrame | None = None, links: pl.DataFrame | None = None) -> pl.DataFrame:
     """The per-instance rows of `trace`'s attribution: those it kept, else computed again
-    (the rows alone: not the per-name table)."""
+    (the rows alone: not the per-name table), from `ops`, `launches`, `links` when given."""
     if attribution.instances is not None:
         return attribution.instances
-    return _instance_rows(trace)[0]
+    return _instance_rows(trace, ops, launches, links)[0]
 
 
-def _instance_rows(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, pl.DataFrame] | None,
-                                          pl.DataFrame | None]:
+def _instance_rows(trace: Trace, ops: pl.DataFrame | OpTree | None, launches: pl.DataFrame | None,
+                   links: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame,
+                                                        tuple[pl.DataFrame, pl.DataFrame] | None,
+                                                        pl.DataFrame | None, pl.DataFrame]:
     """(instances, GPU links, the C walks' sums and same-name frames or None, the closure
-    or None): what `attribute` and `op_instances` start from."""
-    nested = cpu_ops(trace)
-    launches = launch_ops(trace, ops=nested)
-    gpu = gpu_links(trace, launches=launches)
+    or None, the launch calls): what `attribute` and `op_instances` start from."""
+    nested = op_tree(trace) if ops is None else tree_of(ops)
+    launches = launch_ops(trace, ops=nested) if launches is None else launches
+    gpu = gpu_links(trace, launches=launches) if links is None else links
     tree = _tree_native(nested, gpu) if native.enabled() else None
-    closure = closure_pairs(nested) if tree is None else None
-    return _instances(nested, launches, gpu, closure, sums=tree[0] if tree else None), gpu, tree, closure
+    closure = nested.closure if tree is None else None
+    return (_instances(nested.frame, launches, gpu, closure, sums=tree[0] if tree else None), gpu, tree, closure,
+            launches)
 
 
 LEVELS = 256  # the closure's depth (`nesting.ancestors`), which the C walks keep to
 
 
-def _tree_native(nested: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+def _tree_native(nested: pl.DataFrame | OpTree, gpu: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     """What the closure's joins give, by two C walks up the op tree: per op row its own and
     its subtree's GPU events (`tree_sums`), and the ops with a same-name op above them
     (`same_above`, as `_per_name`'s `recursive` frame). None (the joins decide) when an eid
@@ -128,9 +132,11 @@ def _tree_native(nested: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame,
 
     On the 1 GB trace the closure held 5.3M (op, ancestor) pairs, and the per-name sums
     joined them with names and deduplicated on text."""
-    rows = _walkable(nested)
+    tree = tree_of(nested)
+    rows = _walkable(tree)
     if rows is None:
         return None
+    nested = tree.frame
     events = gpu.lazy().filter(pl.col("op_eid").is_not_null()).select(
         "op_eid", pl.col("dur_ns").fill_null(0), (pl.col("cat") == "kernel").cast(I64).alias("kernel")).collect(
         engine=ENGINE)
@@ -139,73 +145,65 @@ def _tree_native(nested: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame,
         at, events["dur_ns"], events["kernel"])), LEVELS)
     names = ("gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns")
     sums = pl.DataFrame([native.series(c, name) for c, name in zip(found, names)])
-    codes = _name_codes(nested)
+    codes = tree.name_codes
     inner = native.series(native.slices.same_above((native.arrow(rows), native.arrow(codes)), LEVELS)) != 0
     recursive = nested.select("eid").filter(inner).with_columns(_inner=pl.lit(True))
     return sums, recursive
 
 
-def _walkable(nested: pl.DataFrame) -> pl.Series | None:
-    """The op tree's parent rows (`nesting.parent_rows`) when the C walks that compare names
+def _walkable(tree: OpTree) -> pl.Series | None:
+    """The op tree's parent rows (`OpTree.parent_rows`) when the C walks that compare names
     give the closure's answers: no eid repeats, no name is null, and the tree is less than
     `LEVELS` deep (there the closure stops short). Else None: the joins decide."""
+    nested = tree.frame
     if nested["name"].null_count() or int(nested["depth"].max() or 0) >= LEVELS:  # type: ignore[arg-type]
         return None
-    return parent_rows(nested)
+    return tree.parent_rows
 
 
-def _name_codes(nested: pl.DataFrame) -> pl.Series:
-    """One integer per op name (equal names, equal codes), for the C walks that compare
-    names: once per op tree inside `sharing()` (the attribution's recursion and the op paths
-    both read them)."""
-    return remember("name_codes", (nested,), lambda: nested.select(pl.col("name").rank("dense").cast(I64)).to_series())
+def closure_pairs(nested: pl.DataFrame | OpTree) -> pl.DataFrame:
+    """(eid, ancestor_eid) for every op and each of its ancestors, itself included (kept with
+    an `OpTree`: attribution and every `op_paths` call on it share it)."""
+    return tree_of(nested).closure
 
 
-def closure_pairs(nested: pl.DataFrame) -> pl.DataFrame:
-    """(eid, ancestor_eid) for every op and each of its ancestors, itself included (once per
-    op tree inside `shared.sharing()`: attribution and every `op_paths` call share it)."""
-    if nested.is_empty():
-        return pl.DataFrame(schema=CLOSURE_SCHEMA)
-
-    def compute() -> pl.DataFrame:
-        own = nested.select("eid", pl.col("eid").alias("ancestor_eid"))
-        return pl.concat([own, ancestors(nested).cast(CLOSURE_SCHEMA)])
-
-    return remember("closure_pairs", (nested,), compute)
-
-
-def op_paths(nested: pl.DataFrame, eids: pl.Series, *, sep: str = " > ") -> pl.DataFrame:
-    """(eid, op_path): the names from the outermost op down to `eid`, joined by `sep`."""
+def op_paths(nested: pl.DataFrame | OpTree, eids: pl.Series, *, sep: str = " > ") -> pl.DataFrame:
+    """(eid, op_path): the names from the outermost op down to `eid`, joined by `sep`. An
+    `OpTree` keeps what the paths are made from, for the next call on it."""
+    tree = tree_of(nested)
+    nested = tree.frame
     wanted = pl.DataFrame({"eid": eids.cast(I64)}).drop_nulls().unique()
     if wanted.is_empty() or nested.is_empty():
         return pl.DataFrame(schema={"eid": I64, "op_path": STR})
-    found = _op_paths_native(nested, wanted, sep) if native.enabled() else None
+    found = _op_paths_native(tree, wanted, sep) if native.enabled() else None
     if found is not None:
         return found
     names = nested.select(pl.col("eid").alias("ancestor_eid"), "name", "depth")
-    chain = closure_pairs(nested).join(wanted, on="eid", how="semi").join(names, on="ancestor_eid")
+    chain = tree.closure.join(wanted, on="eid", how="semi").join(names, on="ancestor_eid")
     return chain.group_by("eid").agg(op_path=pl.col("name").sort_by("depth").str.join(sep))
 
 
-def _op_paths_native(nested: pl.DataFrame, wanted: pl.DataFrame, sep: str) -> pl.DataFrame | None:
+def _op_paths_native(tree: OpTree, wanted: pl.DataFrame, sep: str) -> pl.DataFrame | None:
     """`op_paths` through the C pass `chains`: ops with the same chain of names from the
     root down share one path, so each distinct chain's text is built once (top-down, each
     from its parent's) instead of once per op. None (the joins take over) when a name is
     null or the tree is deeper than the closure's 256 levels."""
-    found = remember(f"op_paths{sep}", (nested,), lambda: _chain_paths(nested, sep))
+    if sep not in tree.paths:
+        tree.paths[sep] = _chain_paths(tree, sep)
+    found = tree.paths[sep]
     if found is None:
         return None
     row_chain, paths = found
-    at = wanted.with_columns(_row=rows_of(nested, wanted["eid"])).filter(pl.col("_row") >= 0)
+    at = wanted.with_columns(_row=rows_of(tree.frame, wanted["eid"])).filter(pl.col("_row") >= 0)
     return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
 
 
-def _chain_paths(nested: pl.DataFrame, sep: str) -> tuple[pl.Series, pl.Series] | None:
-    """(chain of each row, path text of each chain), once per op tree inside `sharing()`."""
-    rows = _walkable(nested)
+def _chain_paths(tree: OpTree, sep: str) -> tuple[pl.Series, pl.Series] | None:
+    """(chain of each row, path text of each chain), kept per separator with the tree."""
+    rows = _walkable(tree)
     if rows is None:
         return None
-    codes = _name_codes(nested)
+    nested, codes = tree.frame, tree.name_codes
     row_chain, chain_parent, chain_code = map(native.series, native.slices.chains((native.arrow(rows),
                                                                                    native.arrow(codes))))
     name_of = dict(pl.DataFrame({"code": codes, "name": nested["name"]}).unique("code").iter_rows())
@@ -215,12 +213,13 @@ def _chain_paths(nested: pl.DataFrame, sep: str) -> tuple[pl.Series, pl.Series] 
     return row_chain, pl.Series("op_path", texts, dtype=STR)
 
 
-def enclosing_ops(points: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
+def enclosing_ops(points: pl.DataFrame, nested: pl.DataFrame | OpTree) -> pl.DataFrame:
     """(eid, op_eid): for rows (`eid, pid, tid, ts_ns, end_ns`) the innermost op containing them."""
     schema = {"eid": I64, "op_eid": I64}
-    if points.is_empty() or nested.is_empty():
+    tree = tree_of(nested)
+    if points.is_empty() or tree.frame.is_empty():
         return pl.DataFrame(schema=schema)
-    found = _containing_op(points.select("eid", "pid", "tid", "ts_ns", "end_ns"), nested)
+    found = _containing_op(points.select("eid", "pid", "tid", "ts_ns", "end_ns"), tree)
     return found.select("eid", pl.col("_c_eid").alias("op_eid")).cast(schema)
 
 

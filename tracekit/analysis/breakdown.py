@@ -32,10 +32,9 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.intervals import union_ns_plan
-from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.taxonomy import is_communication
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
-from tracekit.model import Trace
+from tracekit.model import ENGINE, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 CLASSES = ("compute", "communication", "memory")
@@ -47,12 +46,13 @@ BREAKDOWN_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def work_class(rows: pl.DataFrame) -> pl.Expr:
+def work_class(rows: pl.DataFrame, *, classes: pl.DataFrame | None = None) -> pl.Expr:
     """'memory' | 'communication' | 'compute' for the GPU work rows `rows` (columns `cat`, `name`):
-    copies and sets are memory, kernels of taxonomy class `communication` communication."""
+    copies and sets are memory, kernels of taxonomy class `communication` communication
+    (`classes`: `taxonomy.classify_names` of the GPU names, when the caller has it)."""
     return (
         pl.when(pl.col("cat").is_in(["gpu_memcpy", "gpu_memset"])).then(pl.lit("memory"))
-        .when(is_communication(rows["name"])).then(pl.lit("communication"))
+        .when(is_communication(rows["name"], classes=classes)).then(pl.lit("communication"))
         .otherwise(pl.lit("compute"))
     )
 
@@ -83,12 +83,14 @@ class Breakdown:
         }
 
 
-def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None) -> Breakdown:
-    """Compute / communication / memory / idle per device; see the module docstring."""
+def breakdown(trace: Trace, *, windows: pl.DataFrame | None = None,
+              classes: pl.DataFrame | None = None) -> Breakdown:
+    """Compute / communication / memory / idle per device; see the module docstring. `classes`:
+    `taxonomy.classify_names` of the GPU names, computed (for the kernels') when not given."""
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
     rows = windowed(work, bounds)
-    rows = rows.lazy().with_columns(cls=work_class(rows))
+    rows = rows.lazy().with_columns(cls=work_class(rows, classes=classes))
     parts = {
         "c": rows.filter(pl.col("cls") == "compute"),
         "n": rows.filter(pl.col("cls") == "communication"),

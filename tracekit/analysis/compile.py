@@ -91,10 +91,15 @@ def region_kind(name: pl.Expr) -> pl.Expr:
     return expr.otherwise(pl.lit(None, STR)).alias("kind")
 
 
-def compile_stats(trace: Trace, *, launches: LaunchStats | None = None) -> CompileStats:
-    """Compiled regions, wrapper cost, Triton kernels, recompiles and graph replays."""
-    calls = launch_ops(trace)
-    gpu = gpu_links(trace, launches=calls)
+def compile_stats(trace: Trace, *, launches: LaunchStats | None = None, calls: pl.DataFrame | None = None,
+                  gpu: pl.DataFrame | None = None) -> CompileStats:
+    """Compiled regions, wrapper cost, Triton kernels, recompiles and graph replays.
+
+    launches (`launches.launch_stats`), calls (`links.launch_ops`), gpu (`links.gpu_links`):
+    computed when not given."""
+    if gpu is None or launches is None:
+        calls = launch_ops(trace) if calls is None else calls
+    gpu = gpu_links(trace, launches=calls) if gpu is None else gpu
     launches = launch_stats(trace, calls=calls, gpu=gpu) if launches is None else launches
     # the patterns run on the distinct names (a few dozen: 60 for the 1 GB trace's 1.4M ops),
     # and the rows are picked by name: on every row they took 0.3 s of 0.5 s at that size

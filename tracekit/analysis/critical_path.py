@@ -30,11 +30,10 @@ from tracekit.analysis import native
 from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
-from tracekit.analysis.shared import GROUPING_ENGINE
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
-from tracekit.model import Trace
+from tracekit.model import GROUPING_ENGINE, Trace
 
 if TYPE_CHECKING:  # networkx loads only where a DiGraph is needed (it takes ~0.1 s to import)
     import networkx as nx

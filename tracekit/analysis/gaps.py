@@ -19,8 +19,8 @@ Cause, first rule that applies (CAUSES):
    all is one `before_first` gap). Only non-zero when a window is given.
 3. `profiler_overhead`: profiler `overhead` rows (Activity Buffer Request, Buffer Flush…)
    cover at least half the gap.
-4. `sync_stall`: blocking calls (BLOCKING_CALL, BLOCKING_OP, and async copies to pageable
-   memory: `syncs.blocking_copies`) on T overlap the late part
+4. `sync_stall`: blocking calls (`syncs.blocking_intervals`: sync calls, `.item()`, and async
+   copies to pageable memory) on T overlap the late part
    [g0, min(L1, g1)) and last, in whole (`sync_ns`), at least half of late_ns: the CPU
    waited for the GPU to drain, so nothing was queued; had it not blocked it would have
    been ahead by about `sync_ns`. A short sync followed by a long CPU stretch is not a
@@ -59,14 +59,13 @@ import polars as pl
 
 from tracekit.analysis import intervals
 from tracekit.analysis.defaults import DEFAULT_MIN_GAP_NS
-from tracekit.analysis.links import cpu_ops, gpu_links
-from tracekit.analysis.nesting import with_parents
+from tracekit.analysis.links import gpu_links, op_tree
+from tracekit.analysis.nesting import OpTree, frame_of, with_parents
 from tracekit.analysis.order import longest_gaps
-from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
-from tracekit.analysis.syncs import MEMCPY_CALL, SYNC_RULES, blocking_copies
+from tracekit.analysis.syncs import blocking_intervals
 from tracekit.analysis.timeline import WINDOW_KEYS, device_bounds, windowed, work_rows
 from tracekit.analysis.windows import STEP_NAME, annotations
-from tracekit.model import TEXT, Trace, clocks_disagree, constant_columns
+from tracekit.model import ENGINE, GROUPING_ENGINE, TEXT, Trace, clocks_disagree, constant_columns
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 CAUSES = ("launch_bound", "cpu_work", "sync_stall", "cross_stream_wait", "profiler_overhead",
@@ -76,10 +75,6 @@ CAUSE_LABELS = {  # the causes in words, for titles, tables and charts
     "cross_stream_wait": "cross-stream wait", "profiler_overhead": "profiler overhead",
     "before_first": "before first", "after_last": "after last", "other": "other", "short": "short gaps",
 }
-# host calls that block until GPU work is done (the sync families of `syncs`, and `Memcpy`
-# calls unless named `…Async…`)
-BLOCKING_CALL = "|".join(pattern for _, pattern in SYNC_RULES) + "|" + MEMCPY_CALL
-BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
 # the gaps that tables, findings and the JSON list: a device's, not the short ones
 LISTED = (pl.col("scope") == "device") & (pl.col("cause") != "short")
 MODULE = r"^nn\.Module: |^## .* ##$"
@@ -123,13 +118,17 @@ class Gaps:
 
 
 def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.DataFrame | None = None,
-         links: pl.DataFrame | None = None) -> Gaps:
-    """Every idle gap with its cause and blame; `windows` from `windows.window_bounds`."""
+         links: pl.DataFrame | None = None, ops: pl.DataFrame | OpTree | None = None,
+         blocking: pl.Series | None = None) -> Gaps:
+    """Every idle gap with its cause and blame; `windows` from `windows.window_bounds`; `links`
+    (`links.gpu_links`), `ops` (`links.op_tree`), `blocking` (`syncs.blocking_copies`) computed
+    when not given."""
     work = work_rows(trace)
     bounds = device_bounds(work, windows)
     rows = windowed(work, bounds)
     found = _find(rows, bounds, work)
-    links = gpu_links(trace) if links is None else links
+    ops = op_tree(trace) if ops is None and links is None else ops
+    links = gpu_links(trace, ops=ops) if links is None else links
     # each step adds its columns beside the gaps' (row `gid`): the gaps' own columns are
     # never copied (a join per step copied every column; on the 1 GB trace's 1.06M gaps
     # that was most of the analysis's peak)
@@ -145,12 +144,13 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     # go of the GIL): on the 1 GB trace, where the gaps run alone, 0.4 s of 1.8 s. Both are
     # found per distinct gap, and the distinct gaps go before the answers are given to every
     # gap (the 1 GB trace's 1.06M gaps, 0.63M distinct: the step peaked 0.1 GB lower)
+    nested = frame_of(op_tree(trace) if ops is None else ops)  # (the blame's and the launch path's)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-gaps") as pool:
-        blame = pool.submit(contextvars.copy_context().run, _blame, distinct, trace, min_gap_ns)
-        evidence = _evidence(distinct, trace, links)
+        blame = pool.submit(contextvars.copy_context().run, _blame, distinct, trace, min_gap_ns, nested)
+        evidence = _evidence(distinct, trace, links, nested, blocking)
         other_busy = _other_busy(found, work)
         blamed = blame.result()
-    del distinct, blame
+    del distinct, blame, nested, ops
     found = found.hstack(_shared(evidence, at)).with_columns(other_busy_ns=other_busy)
     del evidence, other_busy
     found = found.with_columns(cause=_cause(min_gap_ns, clocks_agree=not clocks_disagree(trace))).hstack(
@@ -274,7 +274,8 @@ def _other_busy(found: pl.DataFrame, work: pl.DataFrame) -> pl.Series:
     return _per_gap(found, part["qid"], part["covered_ns"]).fill_null(0).rename("other_busy_ns")
 
 
-def _evidence(found: pl.DataFrame, trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+def _evidence(found: pl.DataFrame, trace: Trace, links: pl.DataFrame, nested: pl.DataFrame,
+              blocking: pl.Series | None) -> pl.DataFrame:
     """late_ns, overhead_ns, sync_ns, launch_path_ns: one row per gap."""
     late_end = pl.min_horizontal("launch_end_ns", "end_ns").clip(lower_bound=pl.col("start_ns"))
     late_end = pl.when(pl.col("launch_end_ns").is_not_null()).then(late_end)
@@ -292,38 +293,14 @@ def _evidence(found: pl.DataFrame, trace: Trace, links: pl.DataFrame) -> pl.Data
         q_end_ns=pl.when(after_open).then(pl.min_horizontal("q_end_ns", "_launch_ts")).otherwise("q_end_ns"))
     parts = {
         "overhead_ns": intervals.covered_ns(whole, trace.ops.filter(pl.col("cat") == "overhead")),
-        "sync_ns": intervals.covered_ns(before_launch, _blocking(trace), on=["pid", "tid"], whole=True),
-        "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links), on=["pid", "tid"]),
+        "sync_ns": intervals.covered_ns(before_launch, blocking_intervals(trace, blocking=blocking), on=["pid", "tid"], whole=True),
+        "launch_path_ns": intervals.covered_ns(late, _launch_path(trace, links, nested), on=["pid", "tid"]),
     }
     covered = (_per_gap(found, part["qid"], part["covered_ns"].rename(col)).fill_null(0) for col, part in parts.items())
     return pl.DataFrame([found["late_ns"], *covered])
 
 
-def blocking_call(name: pl.Expr) -> pl.Expr:
-    """Host calls, by name, that block until GPU work is done: BLOCKING_CALL, not `…Async…`."""
-    return name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")
-
-
-def blocking_runtime(trace: Trace) -> pl.Expr:
-    """Runtime rows (`name`, `eid`) that block until GPU work is done: `blocking_call` by
-    name (the patterns run on the trace's distinct call names), and the async copies to
-    pageable memory (`syncs.blocking_copies`)."""
-    name = pl.col("name")
-    names = trace.runtime.lazy().select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
-    return name.is_in(names.implode()) | pl.col("eid").is_in(blocking_copies(trace).implode())
-
-
-def _blocking(trace: Trace) -> pl.DataFrame:
-    """CPU intervals that block on the GPU: sync API calls, synchronous copies (async ones to
-    pageable memory too: `syncs.blocking_copies`), item/nonzero."""
-    name = pl.col("name")
-    calls = trace.runtime.filter(blocking_runtime(trace))
-    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
-    cols = ["pid", "tid", "ts_ns", "end_ns"]
-    return pl.concat([calls.select(cols), ops.select(cols)])
-
-
-def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+def _launch_path(trace: Trace, links: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
     """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
     # a call that launched several activities comes once per activity: its interval is
     # counted once all the same (the readers take the union), and no unique over the calls
@@ -332,15 +309,14 @@ def _launch_path(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
         pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
     ).collect(engine=ENGINE)
-    top = _top_ops(trace).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
+    top = _top_ops(trace, nested).filter(pl.col("depth") == 0).select("eid", "pid", "tid", "ts_ns", "end_ns")
     used = intervals.touched(top, calls.select("pid", "tid", t="ts_ns"), on=["pid", "tid"])
     return pl.concat([calls, used.select(calls.columns)])
 
 
-def _top_ops(trace: Trace) -> pl.DataFrame:
-    """The cpu_ops other than `ProfilerStep#N`, nested: the shared `cpu_ops` tree when no op
-    is a step (or unnamed, which the name filter would drop), else nested afresh."""
-    ops = cpu_ops(trace)
+def _top_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
+    """The cpu_ops other than `ProfilerStep#N`, nested: the op tree (`ops`, `links.cpu_ops`)
+    when no op is a step (or unnamed, which the name filter would drop), else nested afresh."""
     if not ops["name"].str.contains(STEP_NAME).fill_null(True).any():
         return ops
     return with_parents(trace.ops.filter((pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(STEP_NAME)))
@@ -377,7 +353,7 @@ def _cause(min_gap_ns: int, *, clocks_agree: bool = True) -> pl.Expr:
     )
 
 
-def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
+def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int, nested: pl.DataFrame) -> pl.DataFrame:
     """blame_op(_eid), annotation(_eid), module(_eid): innermost slices on the launching
     thread at g0 (not looked up for `_short` gaps: the causes need not be known), one row
     per gap."""
@@ -386,7 +362,7 @@ def _blame(found: pl.DataFrame, trace: Trace, min_gap_ns: int) -> pl.DataFrame:
     cols = ["eid", "name", "pid", "tid", "ts_ns", "end_ns", "dur_ns"]
     ops = trace.ops.select(*cols, "cat")  # (a filter of every column of the ops copied them all)
     kinds = {
-        "blame_op": cpu_ops(trace),  # (shared: the op tree, which a filter here copied again)
+        "blame_op": nested,  # (the op tree, which a filter here copied again)
         "annotation": annotations(trace),
         "module": ops.filter(pl.col("cat").is_in(["python_function", "user_annotation"])
                              & pl.col("name").str.contains(MODULE)),

@@ -58,10 +58,10 @@ from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
 from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
-from tracekit.analysis.shared import ENGINE, sort_order
+from tracekit.analysis.order import sort_order
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
 from tracekit.analysis.windows import STEP_NAME
-from tracekit.model import GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
+from tracekit.model import ENGINE, GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
 
 if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
     import networkx as nx
@@ -423,9 +423,7 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
     The callers' ancestors (up to 256 levels) are flagged by one C walk (`flag_up`) when
     the C passes are built, else by a join per level."""
     out = nested.select("eid", "role", "name", "parent_eid")
-    # (a frame of this graph's alone: remembered, it and its rows outlived the graph, 95 MB
-    # on the 1 GB trace)
-    rows = parent_rows(out, shared=False) if native.enabled() else None
+    rows = parent_rows(out) if native.enabled() else None
     if rows is not None:  # one C walk up from the callers (`flag_up`)
         called = out.select(pl.col("eid").is_in(callers["eid"].implode())).to_series()
         up = native.series(native.slices.flag_up((native.arrow(rows), native.arrow(called)), 256)) != 0

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analysis.attribution import op_paths
-from tracekit.analysis.links import cpu_ops
+from tracekit.analysis.links import op_tree
+from tracekit.analysis.nesting import OpTree, tree_of
 from tracekit.model import Trace
 
 HOT_PATH_SCHEMA: dict[str, pl.DataType] = {
@@ -38,16 +39,18 @@ class HostTime:
                 "hot_paths": self.hot_paths.head(limit).to_dicts()}
 
 
-def host_time(trace: Trace, *, top: int = 10) -> HostTime:
-    """The ops' CPU time and the `top` hot paths of `trace`'s op tree."""
-    nested = cpu_ops(trace)
+def host_time(trace: Trace, *, top: int = 10, ops: pl.DataFrame | OpTree | None = None) -> HostTime:
+    """The ops' CPU time and the `top` hot paths of `trace`'s op tree (`ops`, `links.op_tree`:
+    computed when not given)."""
+    tree = op_tree(trace) if ops is None else tree_of(ops)
+    nested = tree.frame
     if nested.is_empty():
         return HostTime(0, 0, 0, pl.DataFrame(schema=HOT_PATH_SCHEMA))
     ops_ns = int(nested.filter(pl.col("depth") == 0)["dur_ns"].sum() or 0)
     children = nested.group_by("parent_eid").agg(child_ns=pl.col("dur_ns").sum()).rename({"parent_eid": "eid"})
     own = (nested.select("eid", "name", "dur_ns").join(children, on="eid", how="left")
            .select("eid", "name", self_ns=(pl.col("dur_ns") - pl.col("child_ns").fill_null(0)).clip(lower_bound=0)))
-    paths = op_paths(nested, own["eid"])
+    paths = op_paths(tree, own["eid"])
     hot = (own.join(paths, on="eid", how="left")
            .group_by("op_path")
            .agg(op=pl.col("name").first(), calls=pl.len().cast(pl.Int64), self_ns=pl.col("self_ns").sum())

@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.shared import ENGINE, sort_order
-from tracekit.model import I64_MAX, I64_MIN
+from tracekit.analysis.order import sort_order
+from tracekit.model import ENGINE, I64_MAX, I64_MIN
 
 I64 = pl.Int64
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")

@@ -36,8 +36,7 @@ import polars as pl
 
 from tracekit.analysis.links import gpu_links, launch_ops
 from tracekit.analysis.nesting import in_time_order, in_time_order_already
-from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE, remember
-from tracekit.model import TEXT, Trace, constant_columns
+from tracekit.model import ENGINE, GROUPING_ENGINE, TEXT, Trace, constant_columns
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 
@@ -116,12 +115,12 @@ def launch_stats(trace: Trace, *, calls: pl.DataFrame | None = None,
     """Launch calls, their API time, latency, queue depth and graph replays.
 
     `calls` (`links.launch_ops`) and `gpu` (`links.gpu_links`) may be passed when the caller
-    already has them; they are computed otherwise. Computed once per pair of them inside
-    `shared.sharing()` (the compile analysis reads the same statistics).
+    already has them; they are computed otherwise. (The compile analysis reads the same
+    statistics: `compile_stats(launches=)`.)
     """
     calls = launch_ops(trace) if calls is None else calls
     gpu = gpu_links(trace, launches=calls) if gpu is None else gpu
-    return remember("launch_stats", (calls, gpu), lambda: _launch_stats(calls, gpu))
+    return _launch_stats(calls, gpu)
 
 
 def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:

@@ -14,7 +14,9 @@
   and a row without a launch call cannot be checked (`link_warnings` counts those whose
   id names an op).
 
-Inside `shared.sharing()` (every `analyse()` run) each frame is computed once per trace.
+Each function computes what it starts from unless given it (`ops`, `launches`): a caller
+that has the op tree or the launch calls passes them on. The op tree may be passed as an
+`nesting.OpTree` (`op_tree`), whose derived arrays the containment walk shares.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.nesting import in_time_order, parent_rows, rows_of, with_parents
-from tracekit.analysis.shared import remember
+from tracekit.analysis.nesting import OpTree, in_time_order, rows_of, tree_of, with_parents
 from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, WARNINGS_SCHEMA, Trace
 
 LAUNCH_COLUMNS = {
@@ -45,28 +46,31 @@ OP_COLUMNS = {"op_eid": pl.Int64, "op_name": TEXT, "op_external_id": pl.Int64, "
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
-    """The `cpu_op` slices with `depth` and `parent_eid` (once per trace in `shared.sharing()`),
-    with the ops' columns but `UNREAD_OP_COLUMNS`.
+    """The `cpu_op` slices with `depth` and `parent_eid`, with the ops' columns but
+    `UNREAD_OP_COLUMNS`.
 
     Their `cat`, "cpu_op" on every row, is held as one value (`loader.constants`): the
     filter had copied it, a 16-byte view a row (21 MB on the 1 GB trace, for the whole run)."""
-    def compute() -> pl.DataFrame:
-        ops = trace.ops.drop(UNREAD_OP_COLUMNS, strict=False).filter(pl.col("cat") == "cpu_op")
-        if ops.height > 1:
-            ops = ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat"))
-        return with_parents(ops)
-
-    return remember("cpu_ops", (trace,), compute)
+    ops = trace.ops.drop(UNREAD_OP_COLUMNS, strict=False).filter(pl.col("cat") == "cpu_op")
+    if ops.height > 1:
+        ops = ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat"))
+    return with_parents(ops)
 
 
-def launch_ops(trace: Trace, *, ops: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Every runtime/driver call plus the CPU op that made it (`op_eid`, `op_name`, `link`)."""
-    ops = cpu_ops(trace) if ops is None else ops
-    return remember("launch_ops", (trace, ops), lambda: _launch_ops(trace, ops))
+def op_tree(trace: Trace) -> OpTree:
+    """`cpu_ops(trace)` as an `OpTree`: the form to hand to several analyses, which then share
+    the arrays derived from the tree."""
+    return OpTree(cpu_ops(trace))
 
 
-def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
-    rt = trace.runtime
+def launch_ops(trace: Trace, *, ops: pl.DataFrame | OpTree | None = None) -> pl.DataFrame:
+    """Every runtime/driver call plus the CPU op that made it (`op_eid`, `op_name`, `link`);
+    `ops`: the op tree (`cpu_ops`, `op_tree`), computed when not given."""
+    return _launch_ops(trace, op_tree(trace) if ops is None else tree_of(ops))
+
+
+def _launch_ops(trace: Trace, tree: OpTree) -> pl.DataFrame:
+    rt, ops = trace.runtime, tree.frame
     if rt.is_empty() or ops.is_empty():
         return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
     # the deepest op of each External id on each thread (ties: the first in time), on the
@@ -81,7 +85,7 @@ def _launch_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
             & pl.col("external_id").ne_missing(pl.col("correlation")))
     linked = rt.join(by_ext, on=["external_id", "pid", "tid"], how="left", maintain_order="left").with_columns(
         _x_eid=pl.when(held).then("_x_eid")).drop("_x_ts", "_x_end")
-    contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), ops)
+    contained = _containing_op(linked.filter(pl.col("_x_eid").is_null()), tree)
     linked = linked.join(contained, on="eid", how="left", maintain_order="left").with_columns(
         op_eid=pl.coalesce("_x_eid", "_c_eid"),
         link=pl.when(pl.col("_x_eid").is_not_null()).then(pl.lit("external_id", LINK))
@@ -104,7 +108,7 @@ def _ops_by_ext(ops: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.DataFrame:
     )
 
 
-def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 64) -> pl.DataFrame:
+def _containing_op(calls: pl.DataFrame, tree: OpTree, *, max_depth: int = 64) -> pl.DataFrame:
     """(eid, _c_eid): the innermost op on the call's thread whose span contains the call.
 
     From the last op that started at or before the call, up its parents to the first that
@@ -113,10 +117,11 @@ def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 6
     """
     if calls.is_empty():
         return pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
+    ops = tree.frame
     right = ops.select("pid", "tid", pl.col("ts_ns").alias("_t"), pl.col("eid").alias("_cand")).sort("_t")
     left = calls.select("eid", "pid", "tid", "end_ns", pl.col("ts_ns").alias("_t")).sort("_t")
     cand = left.join_asof(right, on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
-    rows = parent_rows(ops) if native.enabled() and not ops["end_ns"].null_count() else None
+    rows = tree.parent_rows if native.enabled() and not ops["end_ns"].null_count() else None
     if rows is not None:  # one C walk up per call (`up_until`); a call without an end is in no op
         at = cand.filter(pl.col("end_ns").is_not_null())
         hit = native.slices.up_until((native.arrow(rows), native.arrow(ops["end_ns"])),
@@ -135,15 +140,16 @@ def _containing_op(calls: pl.DataFrame, ops: pl.DataFrame, *, max_depth: int = 6
     return pl.concat(found) if found else pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
 
 
-def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None) -> pl.DataFrame:
+def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None,
+              ops: pl.DataFrame | OpTree | None = None) -> pl.DataFrame:
     """GPU work rows (kernels, memcpys, memsets) plus their launch call and CPU op.
 
     The work's columns but `UNREAD_GPU_COLUMNS`, and these: launch_eid, launch_name,
     launch_ts_ns, launch_end_ns, launch_pid, launch_tid, op_eid, op_name, op_external_id,
-    link (`LINK`: how the op was found; null where no link was found).
+    link (`LINK`: how the op was found; null where no link was found). `launches`
+    (`launch_ops`) is computed when not given, from `ops` when given.
     """
-    launches = launch_ops(trace) if launches is None else launches
-    return remember("gpu_links", (trace, launches), lambda: _gpu_links(trace, launches))
+    return _gpu_links(trace, launch_ops(trace, ops=ops) if launches is None else launches)
 
 
 def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
@@ -167,11 +173,11 @@ def _gpu_links(trace: Trace, launches: pl.DataFrame) -> pl.DataFrame:
 
 
 def link_warnings(trace: Trace, *, launches: pl.DataFrame | None = None,
-                  gpu: pl.DataFrame | None = None) -> pl.DataFrame:
+                  gpu: pl.DataFrame | None = None, ops: pl.DataFrame | OpTree | None = None) -> pl.DataFrame:
     """What the links noticed (`model.WARNINGS_SCHEMA`): launch calls whose External id
     names a `cpu_op` but was rejected (linked by containment instead), and GPU rows with no
     op whose External id names one (left untied: nothing confirms it)."""
-    launches = launch_ops(trace) if launches is None else launches
+    launches = launch_ops(trace, ops=ops) if launches is None else launches
     gpu = gpu_links(trace, launches=launches) if gpu is None else gpu
     named = trace.ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null()).select(
         "external_id").unique()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.shared import sort_order
+from tracekit.analysis.order import sort_order
 
 if TYPE_CHECKING:
     from tracekit.analysis.graph import DepGraph

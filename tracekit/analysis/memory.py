@@ -23,9 +23,9 @@ from typing import ClassVar
 import polars as pl
 
 from tracekit.analysis.attribution import enclosing_ops, op_paths
-from tracekit.analysis.links import cpu_ops
-from tracekit.analysis.shared import ENGINE, GROUPING_ENGINE
-from tracekit.model import DERIVED_FROM_TRACE, TEXT, Trace
+from tracekit.analysis.links import op_tree
+from tracekit.analysis.nesting import OpTree, tree_of
+from tracekit.model import DERIVED_FROM_TRACE, ENGINE, GROUPING_ENGINE, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 KEYS = ["device_type", "device_id"]
@@ -70,7 +70,7 @@ class MemoryStats:
     def timeline(self) -> pl.DataFrame:
         if self.trace is None:
             return pl.DataFrame(schema=TIMELINE_SCHEMA)
-        return _timeline(self.trace.memory, cpu_ops(self.trace))
+        return _timeline(self.trace.memory, op_tree(self.trace))
 
 
 def device_label(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
@@ -79,9 +79,10 @@ def device_label(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
     return pl.when(device_type == 0).then(pl.lit("cpu")).otherwise(pl.format("{}:{}", kind, device_id))
 
 
-def memory_stats(trace: Trace) -> MemoryStats:
-    """Allocated/reserved over time per device, the peak and the op at the peak."""
-    nested = cpu_ops(trace)
+def memory_stats(trace: Trace, *, ops: pl.DataFrame | OpTree | None = None) -> MemoryStats:
+    """Allocated/reserved over time per device, the peak and the op at the peak; `ops` (the op
+    tree, `links.op_tree`) computed when not given."""
+    nested = op_tree(trace) if ops is None else tree_of(ops)
     timeline = _timeline(trace.memory, nested)
     devices = _devices(timeline, nested, trace.meta.devices)
     by_op = timeline.lazy().group_by("device", "op_name").agg(
@@ -104,11 +105,11 @@ def memory_stats(trace: Trace) -> MemoryStats:
     )
 
 
-def _timeline(memory: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
+def _timeline(memory: pl.DataFrame, nested: OpTree) -> pl.DataFrame:
     if memory.is_empty():
         return pl.DataFrame(schema=TIMELINE_SCHEMA)
     points = memory.select("eid", "pid", "tid", "ts_ns", end_ns=pl.col("ts_ns"))
-    names = nested.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"))
+    names = nested.frame.select(pl.col("eid").alias("op_eid"), pl.col("name").alias("op_name"))
     ops = enclosing_ops(points, nested).join(names, on="op_eid", how="left")
     # lazy: the join and the sort carry only the timeline's columns (eager, both copied
     # every column of the memory events)
@@ -119,7 +120,7 @@ def _timeline(memory: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
         engine=ENGINE)
 
 
-def _devices(timeline: pl.DataFrame, nested: pl.DataFrame, props: pl.DataFrame) -> pl.DataFrame:
+def _devices(timeline: pl.DataFrame, nested: OpTree, props: pl.DataFrame) -> pl.DataFrame:
     if timeline.is_empty():
         return pl.DataFrame(schema=DEVICE_SCHEMA)
     at_peak = (timeline.filter(pl.col("total_allocated") == pl.col("total_allocated").max().over(KEYS))

@@ -1,4 +1,6 @@
-"""Op nesting per thread, vectorised: `with_parents(ops)` adds `depth` and `parent_eid`.
+"""Op nesting per thread, vectorised: `with_parents(ops)` adds `depth` and `parent_eid`;
+an `OpTree` keeps such a frame with what the analyses derive from it (parent rows, name codes,
+the closure), each made once per tree.
 
 The rule. A thread's slices are ordered by (start, longer first, eid). A slice P contains a
 later slice C when P.ts <= C.ts, C.end <= P.end and P.dur > 0: a zero-length slice contains
@@ -26,16 +28,20 @@ eid is null, or with `TRACEKIT_NATIVE=0`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
 import polars as pl
 
 from tracekit.analysis import native
-from tracekit.analysis.shared import remember
 from tracekit.model import I64_MIN
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
 DENSE = 4  # rows_of's table: at most this many slots per key (plus DENSE_SLACK), else the join
 DENSE_SLACK = 1024
+CLOSURE_SCHEMA: dict[str, pl.DataType] = {"eid": pl.Int64, "ancestor_eid": pl.Int64}
 
 
 def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
@@ -97,17 +103,51 @@ def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
     return None if found is None else native.series(found, "_row")
 
 
-def parent_rows(nested: pl.DataFrame, *, shared: bool = True) -> pl.Series | None:
+def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
     """The row of each row's parent (`parent_eid`) in `nested`, -1 for none: the tree as row
-    positions for the C walks (once per frame inside `shared.sharing()`, unless not
-    `shared`: a frame that no other analysis sees, which the memo would keep alive to the
-    end of the run). None when an eid repeats (the walks need one row per eid)."""
+    positions for the C walks (`OpTree.parent_rows` keeps it with its tree). None when an
+    eid repeats (the walks need one row per eid)."""
+    found = rows_of(nested, nested["parent_eid"])
+    return found if found.len() == nested.height else None
 
-    def compute() -> pl.Series | None:
-        found = rows_of(nested, nested["parent_eid"])
-        return found if found.len() == nested.height else None
 
-    return remember("parent_rows", (nested,), compute) if shared else compute()
+@dataclass(frozen=True, eq=False)
+class OpTree:
+    """An op tree (`with_parents` rows: `links.cpu_ops`) and the arrays derived from it, each
+    computed on first use and kept on this object: the analyses handed one `OpTree` share
+    them, and they go with it. A bare frame passed to an analysis gets a fresh one (`tree_of`)."""
+
+    frame: pl.DataFrame
+    # `attribution.op_paths`' chains and their texts, per separator (filled there on first use)
+    paths: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    @cached_property
+    def parent_rows(self) -> pl.Series | None:
+        """`parent_rows(frame)`: the tree as row positions for the C walks."""
+        return parent_rows(self.frame)
+
+    @cached_property
+    def name_codes(self) -> pl.Series:
+        """One integer per op name (equal names, equal codes), for the C walks that compare names."""
+        return self.frame.select(pl.col("name").rank("dense").cast(pl.Int64)).to_series()
+
+    @cached_property
+    def closure(self) -> pl.DataFrame:
+        """(eid, ancestor_eid) for every op and each of its ancestors, itself included."""
+        if self.frame.is_empty():
+            return pl.DataFrame(schema=CLOSURE_SCHEMA)
+        own = self.frame.select("eid", pl.col("eid").alias("ancestor_eid"))
+        return pl.concat([own, ancestors(self.frame).cast(CLOSURE_SCHEMA)])
+
+
+def tree_of(ops: pl.DataFrame | OpTree) -> OpTree:
+    """`ops` as an `OpTree`: itself, or a fresh one around a bare frame (nothing shared)."""
+    return ops if isinstance(ops, OpTree) else OpTree(ops)
+
+
+def frame_of(ops: pl.DataFrame | OpTree) -> pl.DataFrame:
+    """The op rows of `ops` (a frame, or an `OpTree`'s)."""
+    return ops.frame if isinstance(ops, OpTree) else ops
 
 
 def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.shared import ENGINE, remember
 from tracekit.analysis.taxonomy import category_in
+from tracekit.model import ENGINE
 
 # Max resident blocks per SM, CUDA C++ Programming Guide, "Technical Specifications per
 # Compute Capability" (also cuda_occupancy.h for 3.x-8.x). Keys are major * 10 + minor.
@@ -189,14 +189,10 @@ def occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     """Per kernel launch: theoretical occupancy (0..1), its limiting factor, Kineto's figure.
 
     `gpu` is a frame with `tracekit.model.GPU_SCHEMA` columns (only `cat == "kernel"` rows
-    are used); `devices` is `trace.meta.devices`. Rows keep the order of `gpu`. Computed
-    once per pair of frames inside `shared.sharing()`. The table and the findings' rule read
-    only some of its columns, from `occupancy_plan`, and hold none of it.
+    are used); `devices` is `trace.meta.devices`. Rows keep the order of `gpu`. The table
+    and the findings' rule can read only some of its columns, from `occupancy_plan`, or
+    this frame when the caller has it (`occupancy_table(per_launch=)`).
     """
-    return remember("occupancy", (gpu, devices), lambda: _occupancy(gpu, devices))
-
-
-def _occupancy(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     return occupancy_plan(gpu, devices).collect(engine=ENGINE)
 
 
@@ -254,17 +250,18 @@ def _weighted_mean(col: str) -> pl.Expr:
     )
 
 
-def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
+def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame, *,
+                    per_launch: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per kernel name: calls, total time, duration-weighted mean theoretical occupancy,
     the most frequent limiting factor (ties: alphabetical), Kineto's duration-weighted mean
     `est. achieved occupancy %` and the duration-weighted SM efficiency; by total time.
 
-    Aggregated from the launches' columns it reads (`occupancy_plan`), which are let go
-    once it is made; the whole per-launch frame, remembered for the findings, had been held
-    through every other analysis of an `analyse()` run (71 MB on the 1 GB trace)."""
-    occ = occupancy_plan(gpu, devices).select(
-        "name", "dur_ns", "theoretical_occupancy", "kineto_occupancy_pct", "sm_efficiency", "limiting_factor",
-    ).collect(engine=ENGINE).lazy()
+    From `per_launch` (`occupancy(gpu, devices)`, or a frame of at least the columns read
+    here) when given; else from the launches' columns it reads (`occupancy_plan`), which
+    are let go once it is made (the whole per-launch frame is 71 MB on the 1 GB trace)."""
+    columns = ("name", "dur_ns", "theoretical_occupancy", "kineto_occupancy_pct", "sm_efficiency", "limiting_factor")
+    plan = occupancy_plan(gpu, devices) if per_launch is None else per_launch.lazy()
+    occ = plan.select(columns).collect(engine=ENGINE).lazy()
     modes = (
         occ.drop_nulls("limiting_factor")
         .group_by("name", "limiting_factor").agg(n=pl.len())

@@ -29,3 +29,11 @@ def longest(rows: pl.DataFrame, by: str = "dur_ns", then: tuple[str, ...] = ("ts
 def longest_gaps(gaps: pl.DataFrame, *, head: int | None = None) -> pl.DataFrame:
     """Idle gaps (`gaps.GAP_SCHEMA` rows) longest first, ties by start, device and stream."""
     return longest(gaps, "gap_ns", ("start_ns", "device", "stream"), head=head)
+
+
+def sort_order(frame: pl.DataFrame, *by: str, maintain_order: bool = False) -> pl.Series:
+    """The rows of `frame` in the order a sort on `by` puts them (ascending), moving none of
+    its columns: a caller that keeps only some columns gathers those alone, each in its
+    turn (a sort of the whole frame holds every column twice while it runs)."""
+    row = pl.int_range(pl.len(), dtype=pl.get_index_type())
+    return frame.select(row.sort_by(*by, maintain_order=maintain_order)).to_series()

@@ -39,11 +39,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analysis.ceilings import device_ceilings
-from tracekit.analysis.links import cpu_ops, gpu_links
-from tracekit.analysis.nesting import ancestors
-from tracekit.analysis.shared import ENGINE
+from tracekit.analysis.links import gpu_links, op_tree
+from tracekit.analysis.nesting import OpTree, ancestors, frame_of
 from tracekit.analysis.work import KEYS, TENSOR_CLASSES, op_work
-from tracekit.model import Trace
+from tracekit.model import ENGINE, Trace
 
 try:  # the kernel taxonomy is optional: without it kernel classes read "other"
     from tracekit.analysis.taxonomy import classify_names
@@ -109,16 +108,21 @@ class RooflineResult:
 
 
 def roofline(trace: Trace, *, peak_tflops: float | Mapping[str, float] | None = None,
-             peak_gbps: float | None = None) -> RooflineResult:
+             peak_gbps: float | None = None, ops: pl.DataFrame | OpTree | None = None,
+             links: pl.DataFrame | None = None, classes: pl.DataFrame | None = None) -> RooflineResult:
     """Place every op call with known work on its device's roofline; see the module doc.
 
     `peak_tflops` (one figure for every dtype, or a mapping dtype -> TFLOP/s with keys
     fp32, fp32_matrix, tf32, bf16, fp16, fp8) and `peak_gbps` override the device table.
+    `ops` (`links.op_tree`), `links` (`links.gpu_links`), `classes` (`taxonomy.classify_names`
+    of the GPU names): computed when not given.
     """
-    ops = cpu_ops(trace).select("eid", "parent_eid", *KEYS, "pid", "tid", "ts_ns", "flops")
-    work = op_work(ops)
+    tree = op_tree(trace) if ops is None else ops
+    links = gpu_links(trace, ops=tree) if links is None else links
+    work = op_work(frame_of(tree).select("eid", "parent_eid", *KEYS, "pid", "tid", "ts_ns", "flops"))
+    del tree, ops
     carrier_of = _carrier_map(work)
-    rows = _gpu_rows(trace).join(carrier_of, left_on="op_eid", right_on="eid", how="left")
+    rows = _gpu_rows(links, classes).join(carrier_of, left_on="op_eid", right_on="eid", how="left")
     device_ids = rows["device"].drop_nulls().unique().to_list()
     ceilings, notes = device_ceilings(trace.meta.devices, device_ids=device_ids,
                                       peak_tflops=peak_tflops, peak_gbps=peak_gbps)
@@ -170,23 +174,23 @@ def _carrier_map(work: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def _gpu_rows(trace: Trace) -> pl.DataFrame:
+def _gpu_rows(links: pl.DataFrame, classes: pl.DataFrame | None) -> pl.DataFrame:
     """GPU work that HBM bounds: kernels, memsets, device-to-device copies, with taxonomy."""
     # lazy: the filter copies only the columns kept (eager, every column of the GPU links)
-    rows = gpu_links(trace).lazy().filter(
+    rows = links.lazy().filter(
         (pl.col("cat") != "gpu_memcpy") | pl.col("name").str.contains(r"(?i)\bDtoD\b")
     ).select("eid", pl.col("name").alias("kernel"), "cat", "device", "ts_ns", "dur_ns", "op_eid").collect(
         engine=ENGINE)
-    classes = _taxonomy(rows["kernel"]).drop("attention_backend")
+    classes = _taxonomy(rows["kernel"], classes).drop("attention_backend")
     return rows.join(classes, on="kernel", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
 
 
-def _taxonomy(names: pl.Series) -> pl.DataFrame:
+def _taxonomy(names: pl.Series, classes: pl.DataFrame | None = None) -> pl.DataFrame:
     schema = {"kernel": pl.String, "kernel_class": pl.String, "kernel_precision": pl.String,
               "kernel_tensor_cores": pl.Boolean, "attention_backend": pl.String}
     if classify_names is None or names.drop_nulls().is_empty():
         return pl.DataFrame(schema=schema)
-    c = classify_names(names).rename({"name": "kernel", "precision": "kernel_precision",
+    c = classify_names(names, classes=classes).rename({"name": "kernel", "precision": "kernel_precision",
                                       "tensor_cores": "kernel_tensor_cores"})
     return c.select(list(schema)).cast(schema)
 

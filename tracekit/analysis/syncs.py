@@ -41,9 +41,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analysis.attribution import op_paths
-from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
-from tracekit.analysis.shared import ENGINE, remember
-from tracekit.model import TEXT, Trace
+from tracekit.analysis.links import gpu_links, launch_ops, op_tree
+from tracekit.analysis.nesting import OpTree, tree_of
+from tracekit.model import ENGINE, TEXT, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
@@ -55,6 +55,10 @@ SYNC_RULES: tuple[tuple[str, str], ...] = (
 MEMCPY_CALL = r"^(cuda|cu|hip)Memcpy"
 PAGEABLE_DTOH = r"^Memcpy DtoH \(\w+ -> Pageable\)"  # a copy to pageable host memory: its call blocks
 STREAM_WAIT_CALL = r"^(cuda|cu|hip)StreamWaitEvent"
+# host calls that block until GPU work is done (the sync families, and `Memcpy` calls unless
+# named `…Async…`), and the ops that do (`gaps`' `sync_stall`)
+BLOCKING_CALL = "|".join(pattern for _, pattern in SYNC_RULES) + "|" + MEMCPY_CALL
+BLOCKING_OP = r"^aten::(item|_local_scalar_dense|nonzero)$"
 
 SYNC_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64, "name": STR, "kind": STR, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64,
@@ -121,10 +125,6 @@ def blocking_copies(trace: Trace) -> pl.Series:
     """The eids of memcpy calls that block although named `…Async`: their copy goes from the
     device to pageable host memory (PAGEABLE_DTOH), which returns only when it is done.
     Call and copy are matched by correlation id."""
-    return remember("blocking_copies", (trace,), lambda: _blocking_copies(trace))
-
-
-def _blocking_copies(trace: Trace) -> pl.Series:
     copies = trace.gpu.lazy().filter(
         (pl.col("cat") == "gpu_memcpy") & pl.col("name").str.contains(PAGEABLE_DTOH) & pl.col("correlation").is_not_null()
     ).select("correlation").unique()
@@ -132,18 +132,50 @@ def _blocking_copies(trace: Trace) -> pl.Series:
     return calls.join(copies, on="correlation", how="semi").select("eid").collect(engine=ENGINE)["eid"]
 
 
-def blocking_kind(trace: Trace) -> pl.Expr:
-    """`sync_kind` of runtime rows, with `blocking_copies` as 'memcpy' too (the rows need `eid`)."""
+def blocking_call(name: pl.Expr) -> pl.Expr:
+    """Host calls, by name, that block until GPU work is done: BLOCKING_CALL, not `…Async…`."""
+    return name.str.contains(BLOCKING_CALL) & ~name.str.contains("Async")
+
+
+def blocking_runtime(trace: Trace, *, blocking: pl.Series | None = None) -> pl.Expr:
+    """Runtime rows (`name`, `eid`) that block until GPU work is done: `blocking_call` by
+    name (the patterns run on the trace's distinct call names), and the async copies to
+    pageable memory (`blocking_copies`: `blocking`, computed when not given)."""
+    name = pl.col("name")
+    names = trace.runtime.lazy().select(name.unique()).filter(blocking_call(name)).collect(engine=ENGINE)["name"]
+    blocking = blocking_copies(trace) if blocking is None else blocking
+    return name.is_in(names.implode()) | pl.col("eid").is_in(blocking.implode())
+
+
+def blocking_intervals(trace: Trace, *, blocking: pl.Series | None = None) -> pl.DataFrame:
+    """(pid, tid, ts_ns, end_ns): CPU intervals that block on the GPU: sync API calls,
+    synchronous copies (async ones to pageable memory too: `blocking_copies`, given as
+    `blocking` or computed), item/nonzero."""
+    name = pl.col("name")
+    calls = trace.runtime.filter(blocking_runtime(trace, blocking=blocking))
+    ops = trace.ops.filter((pl.col("cat") == "cpu_op") & name.str.contains(BLOCKING_OP))
+    cols = ["pid", "tid", "ts_ns", "end_ns"]
+    return pl.concat([calls.select(cols), ops.select(cols)])
+
+
+def blocking_kind(trace: Trace, *, blocking: pl.Series | None = None) -> pl.Expr:
+    """`sync_kind` of runtime rows, with `blocking_copies` (`blocking`, computed when not
+    given) as 'memcpy' too (the rows need `eid`)."""
+    blocking = blocking_copies(trace) if blocking is None else blocking
     return pl.coalesce(sync_kind(pl.col("name")),
-                       pl.when(pl.col("eid").is_in(blocking_copies(trace).implode())).then(pl.lit("memcpy"))).alias("kind")
+                       pl.when(pl.col("eid").is_in(blocking.implode())).then(pl.lit("memcpy"))).alias("kind")
 
 
-def sync_stats(trace: Trace) -> SyncStats:
-    """Every blocking host<->device sync, the op that caused it and the GPU work it waited for."""
-    nested = cpu_ops(trace)
-    calls = launch_ops(trace, ops=nested)
+def sync_stats(trace: Trace, *, ops: pl.DataFrame | OpTree | None = None, launches: pl.DataFrame | None = None,
+               blocking: pl.Series | None = None) -> SyncStats:
+    """Every blocking host<->device sync, the op that caused it and the GPU work it waited for.
+
+    ops (`links.op_tree`), launches (`links.launch_ops`), blocking (`blocking_copies`):
+    computed when not given."""
+    nested = op_tree(trace) if ops is None else tree_of(ops)
+    calls = launch_ops(trace, ops=nested) if launches is None else launches
     # one plan to the waited work (the paths need its rows), one after them
-    rows = calls.lazy().with_columns(blocking_kind(trace)).filter(pl.col("kind").is_not_null())
+    rows = calls.lazy().with_columns(blocking_kind(trace, blocking=blocking)).filter(pl.col("kind").is_not_null())
     rows = _with_waited(_with_records(rows, trace.gpu), trace.gpu_work).collect(engine=ENGINE)
     syncs = rows.lazy().join(_paths(nested, rows).lazy(), on="op_eid", how="left", maintain_order="left").select(
         list(SYNC_SCHEMA)).cast(SYNC_SCHEMA).sort("ts_ns", "eid").collect(engine=ENGINE)
@@ -164,7 +196,7 @@ def sync_stats(trace: Trace) -> SyncStats:
     )
 
 
-def _paths(nested: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def _paths(nested: OpTree, rows: pl.DataFrame) -> pl.DataFrame:
     return op_paths(nested, rows["op_eid"]).rename({"eid": "op_eid"})
 
 
@@ -212,10 +244,13 @@ _COPY_NAME = r"^Memcpy (\w+) \((\w+) -> (\w+)\)"
 _SET_NAME = r"^Memset \((\w+)\)"
 
 
-def copy_stats(trace: Trace) -> CopyStats:
-    """Every memcpy and memset: direction, memory kinds, bytes, bandwidth, API, op path."""
-    nested = cpu_ops(trace)
-    gpu = gpu_links(trace, launches=launch_ops(trace, ops=nested))
+def copy_stats(trace: Trace, *, ops: pl.DataFrame | OpTree | None = None,
+               links: pl.DataFrame | None = None) -> CopyStats:
+    """Every memcpy and memset: direction, memory kinds, bytes, bandwidth, API, op path.
+
+    ops (`links.op_tree`), links (`links.gpu_links`): computed when not given."""
+    nested = op_tree(trace) if ops is None else tree_of(ops)
+    gpu = gpu_links(trace, ops=nested) if links is None else links
     rows = gpu.filter(pl.col("cat").is_in(["gpu_memcpy", "gpu_memset"]))
     rows = _copy_columns(rows)
     rows = rows.join(_paths(nested, rows), on="op_eid", how="left")

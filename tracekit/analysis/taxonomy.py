@@ -44,13 +44,12 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis import shared
 from tracekit.analysis.kernel_rules import (  # noqa: F401  (re-exported: the tables are part of the API)
     ARCH_EXTRACTS, ATTENTION_BACKENDS, ATTENTION_BACKEND_RULES, CLASS_RULES, Extract, KERNEL_CLASSES,
     LAYOUT_EXTRACTS, LIBRARIES, LIBRARY_RULES, NO_MMA_CLASSES, PRECISIONS, PRECISION_RULES, Rule,
     TENSOR_CORE_RULES, TILED_CLASSES, TILE_EXTRACTS,
 )
-from tracekit.analysis.shared import ENGINE
+from tracekit.model import ENGINE
 
 CLASSIFICATION_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.String(), "kernel_class": pl.String(), "library": pl.String(),
@@ -106,28 +105,24 @@ def _tensor_cores() -> pl.Expr:
     )
 
 
-def classify_names(names: pl.Series | Iterable[str | None]) -> pl.DataFrame:
+def classify_names(names: pl.Series | Iterable[str | None], *,
+                   classes: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per unique non-null name, sorted by name, with every taxonomy attribute.
 
-    Inside `shared.sharing()` (an `analyse()` run) each name is classified once: the many
-    analyses that classify the same kernel names reuse the rows found before.
+    classes: rows classified before (this function's answer for other names, e.g. every GPU
+    name of the trace): those names are taken from it, the others classified.
     """
     series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String())
     # distinct values first: a Categorical column (the critical path's names) becomes text
     # for those alone
     frame = series.to_frame().lazy().select(pl.first().unique().cast(pl.String()).alias("name")).drop_nulls()
     frame = frame.sort("name").collect(engine=ENGINE)
-    memo = shared.store()
-    if memo is None:
+    if classes is None:
         return _classify(frame)
-    known = memo.get("taxonomy")
-    if known is None:
-        known = memo["taxonomy"] = _classify(frame)
-        return known
-    new = frame.join(known.select("name"), on="name", how="anti")
+    new = frame.join(classes.select("name"), on="name", how="anti")
     if new.height:
-        known = memo["taxonomy"] = pl.concat([known, _classify(new)])
-    return frame.join(known, on="name", how="left", maintain_order="left")
+        classes = pl.concat([classes.select(list(CLASSIFICATION_SCHEMA)), _classify(new)])
+    return frame.join(classes, on="name", how="left", maintain_order="left").select(list(CLASSIFICATION_SCHEMA))
 
 
 def _classify(frame: pl.DataFrame) -> pl.DataFrame:
@@ -160,20 +155,21 @@ def classify_name(name: str) -> dict[str, Any]:
     return classify_names(pl.Series([name], dtype=pl.String())).row(0, named=True)
 
 
-def communication_names(names: pl.Series | Iterable[str | None]) -> list[str]:
+def communication_names(names: pl.Series | Iterable[str | None], *,
+                        classes: pl.DataFrame | None = None) -> list[str]:
     """The distinct names among `names` whose class is `communication`: the one definition of a
-    communication kernel, classified over the distinct names only."""
-    classes = classify_names(names)
+    communication kernel, classified over the distinct names only (`classes`: as `classify_names`)."""
+    classes = classify_names(names, classes=classes)
     return classes.filter(pl.col("kernel_class") == "communication")["name"].to_list()
 
 
-def is_communication(names: pl.Series, column: str = "name") -> pl.Expr:
+def is_communication(names: pl.Series, column: str = "name", *, classes: pl.DataFrame | None = None) -> pl.Expr:
     """True where `column` holds a communication kernel's name, False elsewhere (null too).
 
     `names` is the column the expression will run over (or a superset): its distinct names are
-    classified once, and the expression is a plain membership test.
+    classified once (`classes`: as `classify_names`), and the expression is a plain membership test.
     """
-    return pl.col(column).is_in(communication_names(names)).fill_null(False)
+    return pl.col(column).is_in(communication_names(names, classes=classes)).fill_null(False)
 
 
 def category_in(*cats: str) -> pl.Expr:
@@ -187,9 +183,9 @@ def _kernel_rows(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataF
     return gpu.filter(category_in(*cats))
 
 
-def _with_classes(rows: pl.DataFrame) -> pl.LazyFrame:
+def _with_classes(rows: pl.DataFrame, classes: pl.DataFrame | None) -> pl.LazyFrame:
     """`rows` with the taxonomy columns joined on by name (null names: other/unknown)."""
-    classes = classify_names(rows["name"])
+    classes = classify_names(rows["name"], classes=classes)
     return rows.lazy().join(classes.lazy(), on="name", how="left", maintain_order="left").with_columns(
         pl.col("kernel_class").fill_null("other"), pl.col("library").fill_null("unknown")
     )
@@ -200,12 +196,13 @@ def _share(total: pl.Expr) -> pl.Expr:
     return pl.when(grand > 0).then(total / grand).otherwise(pl.lit(0.0))
 
 
-def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
+def kernel_table(gpu: pl.DataFrame, *, classes: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per kernel name: taxonomy, call count and duration statistics, sorted by total time.
 
     Rows are `gpu` rows with `cat == "kernel"` (any case). `std_ns` is the population
     standard deviation over the calls in the trace, `cv = std_ns / mean_ns` (0 for one call
     or an all-zero duration), `share` = `total_ns` / total kernel time of the frame.
+    `classes`: `classify_names` of the GPU names, when the caller has it.
     """
     stats = _kernel_rows(gpu).lazy().group_by("name").agg(
         count=pl.len(),
@@ -216,7 +213,7 @@ def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
         max_ns=pl.col("dur_ns").max(),
         std_ns=pl.col("dur_ns").std(ddof=0),
     )
-    table = _with_classes(stats.collect(engine=ENGINE))
+    table = _with_classes(stats.collect(engine=ENGINE), classes)
     return (
         table.with_columns(
             cv=pl.when(pl.col("mean_ns") > 0).then(pl.col("std_ns") / pl.col("mean_ns"))
@@ -230,14 +227,16 @@ def kernel_table(gpu: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def class_table(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFrame:
+def class_table(gpu: pl.DataFrame, *, include_memory: bool = False,
+                classes: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per kernel class: count, total time and share, sorted by total time.
 
     The denominator of `share` is the total time of the rows counted: kernels only by
     default; kernels + memcpy + memset (classes `memcpy`, `memset`) with `include_memory`.
     Overlap between streams is not removed: this is summed GPU time, not busy time.
+    `classes`: `classify_names` of the GPU names, when the caller has it.
     """
-    rows = _with_classes(_kernel_rows(gpu, include_memory=include_memory))
+    rows = _with_classes(_kernel_rows(gpu, include_memory=include_memory), classes)
     return (
         rows.group_by("kernel_class")
         .agg(count=pl.len(), total_ns=pl.col("dur_ns").sum())
@@ -249,13 +248,13 @@ def class_table(gpu: pl.DataFrame, *, include_memory: bool = False) -> pl.DataFr
     )
 
 
-def tensor_core_share(gpu: pl.DataFrame) -> float | None:
+def tensor_core_share(gpu: pl.DataFrame, *, classes: pl.DataFrame | None = None) -> float | None:
     """Fraction of GEMM + conv kernel time spent in tensor-core kernels.
 
     Kernels whose tensor-core use is unknown count as not on tensor cores. None when the
-    frame has no GEMM or conv kernel time.
+    frame has no GEMM or conv kernel time. `classes`: `classify_names` of the GPU names.
     """
-    rows = _with_classes(_kernel_rows(gpu)).filter(
+    rows = _with_classes(_kernel_rows(gpu), classes).filter(
         pl.col("kernel_class").is_in(["gemm", "conv"])
     ).select("dur_ns", "tensor_cores").collect(engine=ENGINE)
     total = rows["dur_ns"].sum()

@@ -25,8 +25,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.intervals import union_ns_plan, union_plan
-from tracekit.analysis.shared import ENGINE
-from tracekit.model import GPU_WORK_CATS, TEXT, Trace
+from tracekit.model import ENGINE, GPU_WORK_CATS, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 WINDOW_KEYS = ["window_eid", "device"]

@@ -38,8 +38,7 @@ import polars as pl
 
 from tracekit.analysis.intervals import stab_rows, union_ns_plan
 from tracekit.analysis.links import gpu_links
-from tracekit.analysis.shared import ENGINE
-from tracekit.model import TEXT, Trace
+from tracekit.model import ENGINE, TEXT, Trace
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 STEP_NAME = r"^ProfilerStep#\d+$"

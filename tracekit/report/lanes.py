@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.gaps import blocking_runtime
+from tracekit.analysis.syncs import blocking_runtime
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.model import ENGINE, Trace
 

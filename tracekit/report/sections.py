@@ -9,7 +9,7 @@ from tracekit.pipeline import Analysis
 from tracekit.analysis.gaps import CAUSE_LABELS, LISTED
 from tracekit.analysis.hostside import host_time
 from tracekit.analysis.order import longest, longest_gaps
-from tracekit.analysis.shared import ENGINE
+from tracekit.model import ENGINE
 from tracekit.report.model import Bar, BarChart, Section
 from tracekit.report.tables import frame_table
 

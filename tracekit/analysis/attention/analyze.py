@@ -22,11 +22,11 @@ from tracekit.analysis.attention import calls as ac
 from tracekit.analysis.attention import inputs
 from tracekit.analysis.attention.find import DEFAULT_MAX_WINDOW_NS, assign, find_calls
 from tracekit.analysis.attention.result import AttentionResult
-from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.links import gpu_links, launch_ops, op_tree
+from tracekit.analysis.nesting import OpTree, tree_of
 from tracekit.analysis.occupancy import occupancy_table
-from tracekit.analysis.shared import ENGINE
 from tracekit.analysis.taxonomy import classify_names
-from tracekit.model import TEXT, Trace
+from tracekit.model import ENGINE, TEXT, Trace
 
 I64, F64, STR = pl.Int64, pl.Float64, pl.String
 SDPA_PINNED = {
@@ -59,18 +59,23 @@ def analyze_attention(
     trace: Trace,
     *,
     max_window_ns: int = DEFAULT_MAX_WINDOW_NS,
-    ops: pl.DataFrame | None = None,
+    ops: pl.DataFrame | OpTree | None = None,
     launches: pl.DataFrame | None = None,
+    links: pl.DataFrame | None = None,
 ) -> AttentionResult:
     """Find and measure every attention call of `trace` (see the module docstring).
 
-    `ops` (`links.cpu_ops`) and `launches` (`links.launch_ops`) may be passed in when the
-    caller has them already; `max_window_ns` bounds an eager matmul -> softmax -> matmul chain.
+    `ops` (`links.cpu_ops` or `links.op_tree`), `launches` (`links.launch_ops`) and `links`
+    (`links.gpu_links`) may be passed in when the caller has them already; `max_window_ns`
+    bounds an eager matmul -> softmax -> matmul chain.
     """
-    ops = cpu_ops(trace) if ops is None else ops
+    tree = op_tree(trace) if ops is None else tree_of(ops)
+    ops = tree.frame
     calls, cores = find_calls(trace, ops, max_window_ns=max_window_ns)
     scoped = ac.scopes(calls, cores)
-    links = gpu_links(trace, launches=launch_ops(trace, ops=ops) if launches is None else launches)
+    if links is None:
+        links = gpu_links(trace, launches=launch_ops(trace, ops=tree) if launches is None else launches)
+    del tree
     placed_in = trace
     if scoped.is_empty():  # no call: the per-call steps run on no rows (the same typed frames, at no cost)
         placed_in = replace(trace, ops=trace.ops.clear(), runtime=trace.runtime.clear())

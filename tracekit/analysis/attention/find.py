@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.shared import ENGINE
-from tracekit.model import TEXT, Trace
+from tracekit.model import ENGINE, TEXT, Trace
 
 I64, STR = pl.Int64, pl.String
 THREAD = ["pid", "tid"]
