@@ -18,10 +18,10 @@ from tracekit.analysis.breakdown import breakdown
 from tracekit.analysis.compile import compile_stats
 from tracekit.analysis.gaps import gaps
 from tracekit.analysis.launches import launch_stats
-from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.links import gpu_links, launch_ops, op_tree
 from tracekit.analysis.memory import memory_stats
-from tracekit.analysis.occupancy import occupancy_table
-from tracekit.analysis.syncs import copy_stats, sync_stats
+from tracekit.analysis.occupancy import occupancy, occupancy_table
+from tracekit.analysis.syncs import blocking_copies, copy_stats, sync_stats
 from tracekit.analysis.timeline import Timeline, timeline
 from tracekit.analysis.windows import window_bounds, windows
 from tracekit.model import Trace
@@ -54,13 +54,14 @@ def _critical_path(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
 def _attention(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.analysis.attention import analyze_attention
 
-    return analyze_attention(trace, ops=i["ops"], launches=i["launch_calls"])
+    return analyze_attention(trace, ops=i["ops"], launches=i["launch_calls"], links=i["links"])
 
 
 def _roofline(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.analysis.roofline import roofline
 
-    return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps)
+    return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps, ops=i["ops"], links=i["links"],
+                    classes=i["taxonomy"])
 
 
 def _step_bounds(trace: Trace, opts: AnalysisOptions, i: In) -> pl.DataFrame | None:
@@ -75,9 +76,11 @@ def _step_timeline(trace: Trace, opts: AnalysisOptions, i: In) -> Timeline | Non
 
 def _findings(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.findings import run_findings
+    from tracekit.findings.context import OCCUPANCY_COLUMNS
 
     scenarios = {w.scenario: w for w in i.pop("whatifs")}
-    seed = {"nested": i.pop("ops"), "launches": i.pop("launch_calls"),
+    seed = {"nested": i.pop("ops").frame, "launches": i.pop("launch_calls"),
+            "occupancy": i.pop("per_launch").select(OCCUPANCY_COLUMNS),
             "no_launch_overhead": scenarios.get("no_launch_overhead"), **i}
     return run_findings(trace, config=opts.findings_config or None, seed=seed)
 
@@ -87,33 +90,43 @@ def _no_whatifs() -> list[Any]:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("ops", lambda t, o, i: cpu_ops(t), kept=False),
+    Step("ops", lambda t, o, i: op_tree(t), kept=False),
     Step("launch_calls", lambda t, o, i: launch_ops(t, ops=i["ops"]), ("ops",), kept=False),
-    Step("links", lambda t, o, i: gpu_links(t, launches=i["launch_calls"]), ("launch_calls",), kept=False),
+    Step("links", lambda t, o, i: gpu_links(t, launches=i["launch_calls"], ops=i["ops"]), ("launch_calls", "ops"),
+         kept=False),
     Step("graph", _graph, ("links",), kept=False, optional=True, note_as="critical_path"),
     Step("whatifs", _whatifs, ("graph",), optional=True, fallback=_no_whatifs),
     Step("critical_path", _critical_path, ("graph", "links"), optional=True),
+    Step("taxonomy", lambda t, o, i: taxonomy.classify_names(t.gpu["name"]), kept=False),
     Step("timeline", lambda t, o, i: timeline(t)),
-    Step("breakdown", lambda t, o, i: breakdown(t)),
-    Step("kernels", lambda t, o, i: taxonomy.kernel_table(t.gpu)),
-    Step("classes", lambda t, o, i: taxonomy.class_table(t.gpu, include_memory=True)),
-    Step("tensor_core_share", lambda t, o, i: taxonomy.tensor_core_share(t.gpu)),
-    Step("occupancy", lambda t, o, i: occupancy_table(t.gpu, t.meta.devices)),
+    Step("breakdown", lambda t, o, i: breakdown(t, classes=i["taxonomy"]), ("taxonomy",)),
+    Step("kernels", lambda t, o, i: taxonomy.kernel_table(t.gpu, classes=i["taxonomy"]), ("taxonomy",)),
+    Step("classes", lambda t, o, i: taxonomy.class_table(t.gpu, include_memory=True, classes=i["taxonomy"]),
+         ("taxonomy",)),
+    Step("tensor_core_share", lambda t, o, i: taxonomy.tensor_core_share(t.gpu, classes=i["taxonomy"]), ("taxonomy",)),
+    Step("per_launch", lambda t, o, i: occupancy(t.gpu, t.meta.devices), kept=False),
+    Step("occupancy", lambda t, o, i: occupancy_table(t.gpu, t.meta.devices, per_launch=i["per_launch"]),
+         ("per_launch",)),
     Step("step_bounds", _step_bounds, kept=False),
     Step("step_timeline", _step_timeline, ("step_bounds",), kept=False),
-    Step("memory", lambda t, o, i: memory_stats(t)),
-    Step("attention", _attention, ("ops", "launch_calls"), optional=True),
-    Step("roofline", _roofline, optional=True),
-    Step("gaps", lambda t, o, i: gaps(t, min_gap_ns=o.min_gap_ns, links=i["links"]), ("links",)),
-    Step("attribution", lambda t, o, i: attribute(t, instances=False)),
+    Step("memory", lambda t, o, i: memory_stats(t, ops=i["ops"]), ("ops",)),
+    Step("attention", _attention, ("ops", "launch_calls", "links"), optional=True),
+    Step("roofline", _roofline, ("ops", "links", "taxonomy"), optional=True),
+    Step("blocking", lambda t, o, i: blocking_copies(t), kept=False),
+    Step("gaps", lambda t, o, i: gaps(t, min_gap_ns=o.min_gap_ns, links=i["links"], ops=i["ops"],
+                                      blocking=i["blocking"]), ("links", "ops", "blocking")),
+    Step("attribution", lambda t, o, i: attribute(t, instances=False, ops=i["ops"], launches=i["launch_calls"],
+                                                  links=i["links"]), ("ops", "launch_calls", "links")),
     Step("windows", lambda t, o, i: windows(t, links=i["links"]), ("links",)),
     Step("steps", lambda t, o, i: windows(t, name="ProfilerStep", links=i["links"]), ("links",)),
-    Step("syncs", lambda t, o, i: sync_stats(t)),
-    Step("copies", lambda t, o, i: copy_stats(t)),
+    Step("syncs", lambda t, o, i: sync_stats(t, ops=i["ops"], launches=i["launch_calls"], blocking=i["blocking"]),
+         ("ops", "launch_calls", "blocking")),
+    Step("copies", lambda t, o, i: copy_stats(t, ops=i["ops"], links=i["links"]), ("ops", "links")),
     Step("launches", lambda t, o, i: launch_stats(t, calls=i["launch_calls"], gpu=i["links"]),
          ("launch_calls", "links")),
-    Step("compile", lambda t, o, i: compile_stats(t, launches=i["launches"]), ("launches",)),
+    Step("compile", lambda t, o, i: compile_stats(t, launches=i["launches"], calls=i["launch_calls"], gpu=i["links"]),
+         ("launches", "launch_calls", "links")),
     Step("findings", _findings,
-         ("ops", "launch_calls", "whatifs", "critical_path", "timeline", "breakdown", "step_bounds", "step_timeline",
-          "attention", "roofline", "gaps", "syncs", "copies", "compile"), optional=True),
+         ("ops", "launch_calls", "per_launch", "whatifs", "critical_path", "timeline", "breakdown", "step_bounds",
+          "step_timeline", "attention", "roofline", "gaps", "syncs", "copies", "compile"), optional=True),
 )
