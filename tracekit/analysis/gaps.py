@@ -50,8 +50,6 @@ launched the next work.
 
 from __future__ import annotations
 
-import contextvars
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +128,7 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     ops = op_tree(trace) if ops is None and links is None else ops
     links = gpu_links(trace, ops=ops) if links is None else links
     # each step adds its columns beside the gaps' (row `gid`): the gaps' own columns are
-    # never copied (a join per step copied every column; on the 1 GB trace's 1.06M gaps
-    # that was most of the analysis's peak)
+    # never copied (a join per step would copy every column)
     found = found.hstack(_next_activity(found, links))
     # a stream's gap that is also its device's (the same hole, the same next work: every gap
     # of a device with one stream) has the same evidence and blame: they are found once per
@@ -140,17 +137,13 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
     # what only the distinct gaps' lookups read goes from the gaps' own columns (`distinct`
     # has its own copy, unless every gap is distinct)
     found = found.drop(_LOOKUPS_ONLY)
-    # the blame's lookups run beside the evidence's (each is mostly C and Polars, which let
-    # go of the GIL): on the 1 GB trace, where the gaps run alone, 0.4 s of 1.8 s. Both are
-    # found per distinct gap, and the distinct gaps go before the answers are given to every
-    # gap (the 1 GB trace's 1.06M gaps, 0.63M distinct: the step peaked 0.1 GB lower)
+    # the blame and the evidence are found per distinct gap, and the distinct gaps go before
+    # the answers are given to every gap
     nested = frame_of(op_tree(trace) if ops is None else ops)  # (the blame's and the launch path's)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-gaps") as pool:
-        blame = pool.submit(contextvars.copy_context().run, _blame, distinct, trace, min_gap_ns, nested)
-        evidence = _evidence(distinct, trace, links, nested, blocking)
-        other_busy = _other_busy(found, work)
-        blamed = blame.result()
-    del distinct, blame, nested, ops
+    blamed = _blame(distinct, trace, min_gap_ns, nested)
+    evidence = _evidence(distinct, trace, links, nested, blocking)
+    other_busy = _other_busy(found, work)
+    del distinct, nested, ops
     found = found.hstack(_shared(evidence, at)).with_columns(other_busy_ns=other_busy)
     del evidence, other_busy
     found = found.with_columns(cause=_cause(min_gap_ns, clocks_agree=not clocks_disagree(trace))).hstack(
