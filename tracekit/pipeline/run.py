@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,8 +109,10 @@ def sequential(plan: Plan) -> None:
 
 class Threaded:
     """Steps on `workers` threads, each once its inputs are done (Polars lets go of the GIL
-    while it works, so two cores are used). A failure is raised once every started step has
-    ended, the first in list order; nothing new starts after it."""
+    while it works, so two cores are used), in list order among the ready ones. A failure
+    is raised once every started step has ended, the first in list order; nothing new
+    starts after it, nor after an interrupt, which is raised at once (the steps running
+    end on their own, on daemon threads: an interrupted command exits without them)."""
 
     def __init__(self, workers: int = 2) -> None:
         self.workers = workers
@@ -119,28 +120,48 @@ class Threaded:
     def __call__(self, plan: Plan) -> None:
         todo = list(plan.steps)
         done: set[str] = set()
-        running: dict[Future[None], str] = {}
         errors: dict[str, BaseException] = {}
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="tracekit-pipeline") as pool:
-            try:
-                while todo or running:
-                    while not errors and len(running) < self.workers:
-                        step = next((s for s in todo if all(n in done for n in s.needs)), None)
-                        if step is None:
-                            break
+        running = [0]
+        cond = threading.Condition()
+
+        def take() -> Step | None:
+            with cond:
+                while True:
+                    if errors or not todo:
+                        return None
+                    step = next((s for s in todo if all(n in done for n in s.needs)), None)
+                    if step is not None:
                         todo.remove(step)
-                        running[pool.submit(plan.execute, step)] = step.name
-                    if not running:
-                        break
-                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        name = running.pop(future)
-                        if future.exception() is not None:
-                            errors[name] = future.exception()  # type: ignore[assignment]
-                        done.add(name)
-            except BaseException:  # an interrupt: nothing more starts; the running steps end on their own
+                        running[0] += 1
+                        return step
+                    if not running[0]:  # (cannot happen: `Plan` orders every need first)
+                        return None
+                    cond.wait()
+
+        def work() -> None:
+            while (step := take()) is not None:
+                try:
+                    plan.execute(step)
+                except BaseException as exc:  # noqa: BLE001  (raised on the calling thread, in order)
+                    with cond:
+                        errors[step.name] = exc
+                finally:
+                    with cond:
+                        running[0] -= 1
+                        done.add(step.name)
+                        cond.notify_all()
+
+        threads = [threading.Thread(target=work, name=f"tracekit-pipeline_{n}", daemon=True)
+                   for n in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:
+            with cond:
                 todo.clear()
-                raise
+            raise
         for step in plan.steps:
             if step.name in errors:
                 raise errors[step.name]
