@@ -121,6 +121,32 @@ def test_helper_kind_follows_the_scanner(monkeypatch):
             helper.close()
 
 
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_decoding_thread_that_fails_has_its_chunks_redone(tmp_path, fail_at, monkeypatch):
+    """The thread dies on its `fail_at`-th chunk (e.g. out of memory): that chunk and every
+    later one are decoded by the main thread, and nothing is lost or read twice."""
+    from tracekit.loader import native, workers
+
+    if not native.available():
+        pytest.skip("the native scanner is not built")
+    b = TraceBuilder()
+    for i in range(400):  # plain events: every cut is right, every chunk is shared out
+        b.op(f"op{i}", i * 100, 50)
+    text = b.text()
+    one = load_text(tmp_path, text, workers=0)  # one chunk: 4 MB
+    real, calls = workers.piece_batch, []
+
+    def failing(piece, bare=False):
+        calls.append(len(piece))
+        if len(calls) == fail_at:
+            raise MemoryError
+        return real(piece, bare)
+
+    monkeypatch.setattr(workers, "piece_batch", failing)
+    assert_same(one, load_text(tmp_path, text, chunk_bytes=1_000, workers=1))
+    assert len(calls) == fail_at  # the thread stopped at its failure
+
+
 def test_compact_separators_and_bare_array(tmp_path):
     events = busy_trace().document()["traceEvents"]
     text = json.dumps(events, separators=(",", ":"), default=lambda o: o.ns / 1000)

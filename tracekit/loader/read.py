@@ -177,8 +177,8 @@ def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
 
     def record(index: int, batch: Batch | None) -> None:
         nonlocal failed
-        if batch is None:  # the helper died: its chunks are redone here
-            lost = min(helper.outstanding, default=None)
+        if batch is None:  # the helper died (a thread: on this chunk): its chunks are redone here
+            lost = min(helper.outstanding | ({index} if index >= 0 else set()), default=None)
             if lost is not None:
                 failed = lost if failed is None else min(failed, lost)
             return
