@@ -5,7 +5,7 @@
 Each way of reading runs in a fresh child process, N times; the best time is kept.
 Printed: MB/s of JSON text (decompressed size / wall time of the load call, gunzip
 included; imports are timed apart), the CPU time of the call (user + system, all threads),
-peak RSS (the child's own, and its helper process's), and each ratio against tracekit.load.
+peak RSS (the child's own, and any process it started), and each ratio against tracekit.load.
 `benchmarks/run.py` is the fuller suite (cache, the 1 GB trace, a JSON file of figures).
 
 Ways: tracekit.load as a script calls it; `tracekit-cli` with the allocator settings of the

@@ -14,7 +14,7 @@ Ways:
   tracekit-cli      the same with the allocator settings of the `tracekit` command
                     (tracekit.runtime: freed memory handed back promptly)
   tracekit-serial   tracekit.load(path, workers=0): one thread decodes
-  tracekit-python   the Python path only (TRACEKIT_NATIVE=0), with its helper process
+  tracekit-python   the Python path only (TRACEKIT_NATIVE=0): msgspec on the main thread
   tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
   reanalysis        tracekit.load(path, cache=True) then analyse(trace, cache=True): both
                     from the caches an earlier child filled (the trace's and the analysis's)
@@ -29,8 +29,8 @@ Ways:
   report-cached     `tracekit report TRACE -o r.html --cache` in an empty cache folder (the
                     first run: it fills the caches), then again (best of the repeats)
 
-Peak RSS: `rss` is the child's own peak; `rss_children` the peak of a helper process (the
-Python path's; it shares the parent's pages at fork, so the two overlap; both reported).
+Peak RSS: `rss` is the child's own peak; `rss_children` the peak of any process it started
+(none since the loader decodes in-process; kept for older revisions).
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ import tracekit
 from tracekit.loader import cache as tkcache
 from tracekit.loader import load_file, loads
 from tracekit.loader.constants import constant_columns
-from tracekit.loader.workers import helper_available
 from tracekit.model import Trace
 
 ONE_SHOT = 1 << 40  # a chunk size no test trace reaches: the whole array is one piece
@@ -81,10 +80,9 @@ def test_chunked_equals_one_shot(tmp_path, chunk_bytes):
     assert_same(one, load_text(tmp_path, text, chunk_bytes=chunk_bytes, workers=0))
 
 
-@pytest.mark.skipif(not helper_available(), reason="no fork or a single CPU")
 @pytest.mark.parametrize("chunk_bytes", [1, 500, 5_000])
-@pytest.mark.parametrize("native", ["1", "0"])  # a helper thread (native scanner), a helper process (Python path)
-def test_helper_process_equals_one_shot(tmp_path, chunk_bytes, native, monkeypatch):
+@pytest.mark.parametrize("native", ["1", "0"])  # a decoding thread (native scanner); the main thread alone (Python path)
+def test_decoding_thread_equals_one_shot(tmp_path, chunk_bytes, native, monkeypatch):
     monkeypatch.setenv("TRACEKIT_NATIVE", native)
     text = busy_trace().text()
     one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
@@ -94,14 +92,12 @@ def test_helper_process_equals_one_shot(tmp_path, chunk_bytes, native, monkeypat
                                                                   workers=1).replace(meta=tracekit.TraceMeta()))
 
 
-def test_helper_kind_follows_the_scanner(monkeypatch):
-    from tracekit.loader import native
-    from tracekit.loader.workers import GZIP_RATIO, THREAD_HELPER_BYTES, Helper, ThreadHelper, make_helper
+def test_decoding_thread_only_beside_the_scanner(monkeypatch):
+    from tracekit.loader import native, workers
+    from tracekit.loader.workers import GZIP_RATIO, THREAD_HELPER_BYTES, ThreadHelper, make_helper
 
-    if not helper_available():
-        pytest.skip("no fork or a single CPU")
-    assert make_helper(0, 10**9, False) is None
-    if native.available():  # the scanner decodes alone below THREAD_HELPER_BYTES, with a thread from there on
+    assert make_helper(0, 10**12, False) is None
+    if native.available() and workers._cpus() >= 2:  # alone below THREAD_HELPER_BYTES, with a thread from there on
         assert make_helper(None, THREAD_HELPER_BYTES - 1, False) is None
         assert make_helper(None, THREAD_HELPER_BYTES // GZIP_RATIO - 1, True) is None
         for size, compressed in ((THREAD_HELPER_BYTES, False), (THREAD_HELPER_BYTES // GZIP_RATIO + 1, True)):
@@ -110,15 +106,41 @@ def test_helper_kind_follows_the_scanner(monkeypatch):
                 assert isinstance(helper, ThreadHelper)
             finally:
                 helper.close()
-    for flag, kind in (("0", Helper), ("1", ThreadHelper)):
-        monkeypatch.setenv("TRACEKIT_NATIVE", flag)
-        if flag == "1" and not native.available():
-            continue
+    if native.available():
         helper = make_helper(1, 1, False)
         try:
-            assert isinstance(helper, kind)
+            assert isinstance(helper, ThreadHelper)
         finally:
             helper.close()
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")  # the Python path holds the GIL: never a thread, whatever is asked
+    assert make_helper(1, 1, False) is None
+    assert make_helper(None, 10**12, False) is None
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_decoding_thread_that_fails_has_its_chunks_redone(tmp_path, fail_at, monkeypatch):
+    """The thread dies on its `fail_at`-th chunk (e.g. out of memory): that chunk and every
+    later one are decoded by the main thread, and nothing is lost or read twice."""
+    from tracekit.loader import native, workers
+
+    if not native.available():
+        pytest.skip("the native scanner is not built")
+    b = TraceBuilder()
+    for i in range(400):  # plain events: every cut is right, every chunk is shared out
+        b.op(f"op{i}", i * 100, 50)
+    text = b.text()
+    one = load_text(tmp_path, text, workers=0)  # one chunk: 4 MB
+    real, calls = workers.piece_batch, []
+
+    def failing(piece, bare=False):
+        calls.append(len(piece))
+        if len(calls) == fail_at:
+            raise MemoryError
+        return real(piece, bare)
+
+    monkeypatch.setattr(workers, "piece_batch", failing)
+    assert_same(one, load_text(tmp_path, text, chunk_bytes=1_000, workers=1))
+    assert len(calls) == fail_at  # the thread stopped at its failure
 
 
 def test_compact_separators_and_bare_array(tmp_path):
@@ -134,8 +156,6 @@ def test_compact_separators_and_bare_array(tmp_path):
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_truncated_input_recovers_the_same_at_any_chunking(tmp_path, cut, workers, native, monkeypatch):
     monkeypatch.setenv("TRACEKIT_NATIVE", native)
-    if workers and not helper_available():
-        pytest.skip("no fork or a single CPU")
     full = busy_trace().text().encode()
     text = full[: int(len(full) * cut)]
     one = load_text(tmp_path, text, chunk_bytes=ONE_SHOT, workers=0)
@@ -386,7 +406,7 @@ REAL = ["h100_qwen15_05b_hf_inference.json.gz", "chrome_browser_lthi_generic.jso
 def test_real_trace_streamed_equals_one_shot(name):
     path = real_trace(name)
     one = load_file(path, chunk_bytes=ONE_SHOT, workers=0)
-    assert_same(one, load_file(path, chunk_bytes=256 * 1024, workers=1 if helper_available() else 0))
+    assert_same(one, load_file(path, chunk_bytes=256 * 1024, workers=1))
 
 
 @pytest.mark.real

@@ -222,7 +222,7 @@ def safe_name(item: Item, content_hash: str | None) -> str:
 def load_job_trace(job: Job) -> Trace:
     """The trace of a single-file job, from its path or from the bytes `prepare` read.
 
-    `workers=0`: the batch already runs one job per core, so the loader forks no helper.
+    `workers=0`: the batch already runs one job per core, so the loader starts no decoding thread.
     Lean (`loader.lean`): the batch only analyses it.
     """
     from tracekit.loader.lean import lean_trace

@@ -54,12 +54,10 @@ def load(
         unchanged. Off by default (None or False): `load` writes nothing unless asked. The
         entry is written before `load` returns, or, inside `cache_writes.writes_behind()`,
         on a background thread (the block's end waits for it).
-    workers: helpers that decode chunks beside the main thread. None = decide: with the
-        native scanner a thread from 512 MB of JSON on (below it the reading and Polars
-        threads use the second core), without it one helper process when the trace is
-        large and a second CPU is idle (Linux);
-        0 = none; 1 = one whatever the size (a thread with the native scanner, else a
-        process).
+    workers: decoding threads beside the main thread, for the native scanner (the Python
+        path decodes on the main thread alone: it holds the GIL). None = decide: a thread
+        from 512 MB of JSON on (below it the reading and Polars threads use the second
+        core); 0 = none; 1 = one whatever the size.
     progress: called as `progress(done, total)` with the bytes of the file read so far and
         its size, as the reading goes (not on a cache hit: there is nothing to wait for).
     lean: leave out what no analysis reads (`lean.lean_trace`: the flows, the ops' and most
@@ -150,8 +148,7 @@ def _reporting_into(stream: Stream, progress: Progress) -> Callable[[memoryview]
 
 def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bool, workers: int | None,
           chunk_bytes: int, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
-    """Read the decompressed pieces with the helper `workers` asks for. The helper starts
-    before the pieces are iterated (a fork must come before the reading thread starts)."""
+    """Read the decompressed pieces with the decoding thread `workers` asks for."""
     helper = make_helper(workers, size_bytes, compressed)
     try:
         result = read_trace(iter(pieces), path=path, chunk_bytes=chunk_bytes, helper=helper, read_into=read_into)

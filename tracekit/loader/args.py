@@ -11,7 +11,6 @@ cast would (`1.5` -> 1 for an integer column, `"big"` -> null). Old Kineto (2021
 spells some keys differently (`external id`, `Input dims`); both are read.
 
 `Shapes` holds the record_shapes keys whose values are kept as JSON text.
-Plain Python and msgspec only: this module also runs in the worker process.
 """
 
 from __future__ import annotations

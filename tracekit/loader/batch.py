@@ -1,16 +1,14 @@
-"""Decoded events -> a batch: per frame, the columns of its rows as an Arrow IPC stream.
+"""Decoded events -> a batch: per frame, the columns of its rows (the reference decoder).
 
 Events are sorted into the frames they feed (by `ph`, and by category for complete
 events) with one pass over two lists; each group then takes only the fields its frame
 reads, and only its rows' `args` are decoded into typed structs (one msgspec call per
-group). The columns are written as Arrow buffers (`tracekit.loader.arrow`), so the main
-process reads them in Rust without holding the GIL, whichever process decoded them.
+group). A group's columns are Python lists (`arrow.Columns`), made Series by the thread
+that turns the batch into frames (`frame`), so the decoding thread never waits for Polars.
 
 Integer columns come as `<name>_i` when every value is an integer (the common case,
 cheapest to convert), else as text. Nulls are markers (`args.INT_NULL`, NaN,
 `args.STR_NULL`, `events.NO_ARGS`) that `tracekit.loader.columns` turns back into nulls.
-
-Plain Python and msgspec only: the helper process builds batches too.
 """
 
 from __future__ import annotations
@@ -19,9 +17,7 @@ from array import array
 from collections import defaultdict
 from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Any
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from tracekit.loader import args as A
 from tracekit.loader import arrow as W
@@ -36,6 +32,9 @@ from tracekit.loader.events import (
     number_text,
     scalar_text,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
 
 SHAPE_FIELDS = ("input_dims", "input_dims_old", "input_types", "input_strides", "concrete_inputs")
 
@@ -85,10 +84,10 @@ def build_batch(events: list[Event], bad_types: int = 0, dropped: int = 0, count
     cats = list(map(_GET["cat"], events))
     dicts: dict[str, Any] = {}
     codes = {"ph": _codes(phs, dicts, "ph"), "cat": _codes(cats, dicts, "cat")}
-    groups: dict[str, bytes] = {}
+    groups: dict[str, W.Columns] = {}
     for key, eids in _group(phs, cats).items():
         rows = [events[eids[0]]] if len(eids) == 1 else itemgetter(*eids)(events)
-        groups[key] = W.ipc_stream(_columns(key, eids, rows, codes, dicts, counts), len(eids))
+        groups[key] = W.Columns(_columns(key, eids, rows, codes, dicts, counts), len(eids))
     return {"n": len(events), "bad_types": bad_types, "dropped": dropped, "dicts": dicts, "groups": groups,
             "counts": counts}
 
@@ -121,21 +120,21 @@ def _pick(values: list[Any], eids: list[int]) -> list[Any]:
     return list(itemgetter(*eids)(values))
 
 
-Column = tuple[str, str, tuple[bytes, ...]]
+Column = tuple[str, str, tuple[list[Any]]]  # (name, kind, (values,))
 
 
 def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
              dicts: dict[str, Any], counts: Counts | None = None) -> list[Column]:
     """A group's columns. String fields are dictionary-encoded (`<name>_c` codes into
     dicts[name] or dicts[key][name]): categories and names repeat a lot."""
-    cols: list[Column] = [("eid", W.INT64, W.int64(eids)), ("cat_c", W.INT64, W.int64(_pick(codes["cat"], eids)))]
+    cols: list[Column] = [("eid", W.INT64, (eids,)), ("cat_c", W.INT64, (_pick(codes["cat"], eids),))]
     if key in WITH_PH:
-        cols.append(("ph_c", W.INT64, W.int64(_pick(codes["ph"], eids))))
+        cols.append(("ph_c", W.INT64, (_pick(codes["ph"], eids),)))
     group_dicts: dict[str, list[str]] = {}
     for f in FIELDS[key]:
         values = list(map(_GET[f], rows))
         if f in ("name", "bp", "s"):
-            cols.append((f + "_c", W.INT64, W.int64(_codes(values, group_dicts, f))))
+            cols.append((f + "_c", W.INT64, (_codes(values, group_dicts, f),)))
         else:  # pid, tid, ts, dur, id: decoded untyped
             cols.append(_scalars(f, values, eids, counts))
     dicts[key] = group_dicts
@@ -154,15 +153,11 @@ def _columns(key: str, eids: list[int], rows: Any, codes: dict[str, list[int]],
                 if key in REST_ARGS:
                     unread[A.ALL_KEYS[f]] = A.unread_rows(A.KIND[f], values)
                 kind = A.KIND[f]
-                if kind == "int":
-                    cols.append((f, W.INT64, W.int64(values)))
-                elif kind == "float":
-                    cols.append((f, W.FLOAT64, W.float64(values)))
-                elif kind == "str":
-                    cols.append((f, W.UTF8, W.utf8_strings(values)))
+                if kind in _KINDS:  # int, float, str
+                    cols.append((f, _KINDS[kind], (values,)))
                 else:  # grid, block: (x, y, z)
                     for i, axis in enumerate("xyz"):
-                        cols.append((f"{f}_{axis}", W.INT64, W.int64(list(map(itemgetter(i), values)))))
+                        cols.append((f"{f}_{axis}", W.INT64, (list(map(itemgetter(i), values)),)))
             if key in ("ops", "pairs") and any(m in array_text for m in A.SHAPE_MARKERS):
                 shapes = A.shapes(array_text)
                 for f in SHAPE_FIELDS:
@@ -181,11 +176,12 @@ def _scalars(name: str, values: list[Any], eids: list[int] | None = None, counts
     tid that is a list, an object or a boolean is kept as its JSON text and counted.
     """
     try:
-        ints = array("q", values)
+        array("q", values)  # every value an integer that fits 64 bits
+        ints = True
     except (TypeError, OverflowError):
-        ints = None
-    if ints is not None and bool not in set(map(type, values)):
-        return (name + "_i", W.INT64, (ints.tobytes(),))
+        ints = False
+    if ints and bool not in set(map(type, values)):
+        return (name + "_i", W.INT64, (values,))
     if name in ("ts", "dur"):
         texts = [number_text(v) or "" for v in values]  # "": not a number, read as null
     else:
@@ -194,18 +190,33 @@ def _scalars(name: str, values: list[Any], eids: list[int] | None = None, counts
             wrong = [i for i, v in enumerate(values) if isinstance(v, (bool, list, dict))]
             if wrong:
                 add_count(counts, "bad_field_type", len(wrong), eids[wrong[0]])
-    return (name, W.UTF8, W.utf8_strings(texts))
+    return (name, W.UTF8, (texts,))
 
 
-def _raw_text(raws: list[Any]) -> tuple[bytes, bytes]:
-    """Raw JSON values as a text column; bytes that are not UTF-8 are replaced."""
-    offsets, data = W.utf8_raw(raws)
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return W.utf8_strings([bytes(r).decode("utf-8", "replace") for r in raws])
-    return offsets, data
+def _raw_text(raws: list[Any]) -> tuple[list[str]]:
+    """Raw JSON values (bytes-like) as a text column; bytes that are not UTF-8 are replaced."""
+    return (list(map(str, raws, repeat("utf-8"), repeat("replace"))),)
+
+
+_KINDS = {"int": W.INT64, "float": W.FLOAT64, "str": W.UTF8}
+
+
+def frame(group: W.Columns) -> pl.DataFrame:
+    """A group of `build_batch` as a frame: each list becomes one Series (Int64, Float64 or
+    String; a str that UTF-8 cannot hold, a lone surrogate, has it replaced by '?')."""
+    import polars as pl
+
+    dtypes = {W.INT64: pl.Int64, W.FLOAT64: pl.Float64, W.UTF8: pl.String}
+    return pl.DataFrame([_series(name, dtypes[kind], values) for name, kind, (values,) in group.columns])
+
+
+def _series(name: str, dtype: Any, values: list[Any]) -> pl.Series:
+    import polars as pl
+
+    try:
+        return pl.Series(name, values, dtype=dtype)
+    except UnicodeEncodeError:
+        return pl.Series(name, [v.encode("utf-8", "replace").decode() for v in values], dtype=dtype)
 
 
 def piece_batch(piece: bytes | memoryview, bare: bool = False) -> Batch:
@@ -237,21 +248,3 @@ def encode_error(exc: PieceError) -> Batch:
 
 def empty_batch() -> Batch:
     return build_batch([])
-
-
-def pack(batch: Batch) -> bytes:
-    """A batch as bytes for the pipe (msgpack; pickle for values msgpack cannot hold)."""
-    try:
-        return b"m" + msgspec.msgpack.encode(batch)
-    except (TypeError, OverflowError, msgspec.EncodeError):  # e.g. an integer beyond 64 bits
-        import pickle
-
-        return b"p" + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def unpack(data: bytes) -> Batch:
-    if data[:1] == b"m":
-        return msgspec.msgpack.decode(memoryview(data)[1:])
-    import pickle
-
-    return pickle.loads(memoryview(data)[1:])

@@ -8,15 +8,15 @@ functions are shared with the B/E pairs, which are projected after pairing).
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from tracekit.loader import args as A
-from tracekit.loader.arrow import Columns, ipc_bytes
+from tracekit.loader.arrow import Columns
 from tracekit.loader.batch import WITH_ARGS_TEXT, Batch
+from tracekit.loader.batch import frame as listed_frame
 from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category
 from tracekit.loader.events import NO_ARGS
 from tracekit.loader.native import frame as scanned_frame
@@ -73,18 +73,13 @@ def us_text_to_ns(text: pl.Expr) -> pl.Expr:
 # -- a group's Arrow columns -> a clean frame ---------------------------------------------------
 
 
-def group_frame(key: str, ipc: bytes | Columns, dicts: dict[str, Any]) -> tuple[pl.LazyFrame, list[str]]:
-    """One group's columns (Arrow IPC from `batch`, or the native scanner's columns) -> the
+def group_frame(key: str, group: Columns, dicts: dict[str, Any]) -> tuple[pl.LazyFrame, list[str]]:
+    """One group's columns (lists from `batch`, or the native scanner's buffers) -> the
     plan for its clean columns: ts_ns, dur_ns, pid... (lazy: it runs with the rest of the
     chunk's plans), and the names of those columns (known here: asking the plan for its
     schema took about 1 ms a call, 7 calls a chunk, on the loading's busiest thread)."""
-    if scanned(ipc):  # the native scanner's buffers: taken over as they are
-        frame = scanned_frame(ipc)  # type: ignore[arg-type]
-    else:
-        data = ipc_bytes(ipc)
-        frame = pl.read_ipc_stream(io.BytesIO(data))
-        del data
-    del ipc
+    frame = scanned_frame(group) if scanned(group) else listed_frame(group)  # the scanner's: taken over as they are
+    del group
     have = set(frame.columns)
     cats = [CATEGORY_MAP.get(c, c) for c in dicts["cat"]]  # normalised once per distinct value
     # the flows' text is decoded as codes (`model.FLOWS_SCHEMA`); the other frames' cat, ph,
@@ -298,11 +293,10 @@ def empty_part(key: str) -> pl.DataFrame:
     """A frame with no rows and the columns a chunk's part for `key` has."""
     if key in EMPTY_SCHEMAS:
         return pl.DataFrame(schema=EMPTY_SCHEMAS[key])
-    from tracekit.loader.arrow import ipc_stream
     from tracekit.loader.batch import _columns
 
     dicts: dict[str, Any] = {"cat": [], "ph": []}
-    columns = ipc_stream(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0)
+    columns = Columns(_columns(key, [], [], {"cat": [], "ph": []}, dicts), 0)
     frame = group_frame(key, columns, dicts)[0].collect(engine=ENGINE)
     # an empty group has no rows to show which way its integers came: give them their final types
     return frame.with_columns([pl.col(c).cast(t) for c, t in (("pid", STR), ("tid", STR), ("id", STR),

@@ -1,8 +1,8 @@
 """The streaming read: decompressed pieces -> chunks -> batches -> Polars parts.
 
-The main thread cuts the event array into chunks and decodes them; with a helper
-process, chunks are cut *speculatively* and shared out (up to `HELPER_QUEUE` at a time go
-to the helper, the rest are decoded here). A thread turns each batch into Polars parts
+The main thread cuts the event array into chunks and decodes them; with a decoding
+thread (`workers.ThreadHelper`, the native scanner's), chunks are cut *speculatively* and
+shared out (up to `HELPER_QUEUE` at a time go to the thread, the rest are decoded here). A thread turns each batch into Polars parts
 as it arrives, so Polars' work overlaps the decoding. At most a few chunks of text and
 one chunk of Python objects are alive at any time: peak memory follows the size of the
 frames, not of the JSON.
@@ -28,13 +28,13 @@ from tracekit.loader.events import PieceError
 from tracekit.loader.final import Recovery, read_final
 from tracekit.loader.scan import Chunk, Final, Reader
 from tracekit.loader.skip import Skipped, drop_bad_events
-from tracekit.loader.workers import Helper, read_batch
+from tracekit.loader.workers import ThreadHelper
 
 if TYPE_CHECKING:
     from tracekit.loader.columns import Parts
 
 CHUNK_BYTES = 4 * 1024 * 1024
-HELPER_QUEUE = 3  # chunks handed to the helper ahead of its work
+HELPER_QUEUE = 3  # chunks handed to the decoding thread ahead of its work
 INGEST_QUEUE = 2  # batches waiting for Polars (each holds about a chunk's worth of columns)
 WARMUP_QUEUE = 8  # the same while the ingest thread imports Polars
 RECUT_TRIES = 6  # a chunk cut in the wrong place is cut again this often, then read whole
@@ -93,7 +93,7 @@ class Ingest:
                     return
                 if self._error is None and chunk_parts is not None:
                     index, batch = item
-                    self.parts[index] = chunk_parts(read_batch(batch))
+                    self.parts[index] = chunk_parts(batch)
             except Exception as exc:  # noqa: BLE001 (re-raised in the main thread)
                 self._error = exc
             finally:
@@ -133,7 +133,7 @@ class Ingest:
 
 
 def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_BYTES,
-               helper: Helper | None = None, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
+               helper: ThreadHelper | None = None, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
     """The trace's text as `pieces`, or, with `read_into`, read straight into the chunks'
     buffers (`scan.Reader`; the pieces are then not read)."""
     reader = Reader(pieces, chunk_bytes=chunk_bytes, path=path, read_into=read_into)
@@ -164,7 +164,7 @@ def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_B
                       deep=reader.deep + out.deep, skipped=skipped)
 
 
-def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
+def _speculate(reader: Reader, ingest: Ingest, helper: ThreadHelper) -> int | None:
     """Cut without checking and share the chunks out; on any failure, rewind to it.
 
     Returns where the last chunk that was kept ends (None: none was).
@@ -177,10 +177,9 @@ def _speculate(reader: Reader, ingest: Ingest, helper: Helper) -> int | None:
 
     def record(index: int, batch: Batch | None) -> None:
         nonlocal failed
-        if batch is None:  # the helper died: its chunks are redone here
-            lost = min(helper.outstanding, default=None)
-            if lost is not None:
-                failed = lost if failed is None else min(failed, lost)
+        if batch is None:  # the thread failed on this chunk: it and the ones after are redone here
+            lost = min(helper.outstanding | {index})
+            failed = lost if failed is None else min(failed, lost)
             return
         if failed is not None and index >= failed:
             return
