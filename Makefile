@@ -12,7 +12,7 @@ OUT    ?= tracekit-report.html
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
-$(VENV)/.base: pyproject.toml setup.py tracekit/loader/_scan.c tracekit/analysis/_paths.c tracekit/analysis/_slices.c tracekit/analysis/_arrow.h  # the C parts are compiled by the install
+$(VENV)/.base: pyproject.toml setup.py $(wildcard tracekit/native/_*.c tracekit/native/_*.h)  # the C parts are compiled by the install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .

@@ -4,16 +4,16 @@ large traces)."""
 
 from setuptools import Extension, setup
 
-ARROW_H = "tracekit/analysis/_arrow.h"  # the Arrow C data interface the C parts speak to Polars
+ARROW_H = "tracekit/native/_arrow.h"  # the Arrow C data interface the C parts speak to Polars
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(
     ext_modules=[
-        Extension("tracekit.loader._scan", ["tracekit/loader/_scan.c"], depends=[ARROW_H], extra_compile_args=FLAGS,
+        Extension("tracekit.native._scan", ["tracekit/native/_scan.c"], depends=[ARROW_H], extra_compile_args=FLAGS,
                   optional=True),
-        Extension("tracekit.analysis._paths", ["tracekit/analysis/_paths.c"], depends=[ARROW_H],
+        Extension("tracekit.native._paths", ["tracekit/native/_paths.c"], depends=[ARROW_H],
                   extra_compile_args=FLAGS, optional=True),
-        Extension("tracekit.analysis._slices", ["tracekit/analysis/_slices.c"], depends=[ARROW_H],
+        Extension("tracekit.native._slices", ["tracekit/native/_slices.c"], depends=[ARROW_H],
                   extra_compile_args=FLAGS, optional=True),
     ]
 )

@@ -40,3 +40,34 @@ def _cache_outside_home(tmp_path_factory):
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     yield
     mp.undo()
+
+
+@pytest.fixture(params=["c", "reference"])
+def implementation(request):
+    """Every pass registered with `tracekit.native` as C (skipped where the C passes are not
+    built) or as its reference, for the test's duration: the parity tests take it."""
+    from tracekit import native
+
+    if request.param == native.C and not native.BUILT:
+        pytest.skip("the C passes are not built (no C compiler at install)")
+    with native.use(request.param):
+        yield request.param
+
+
+def both_ways(compute):
+    """(compute() with the C passes, compute() with the references); both the references
+    where the C passes are not built (for property tests, which take no fixture)."""
+    from tracekit import native
+
+    with native.use(native.C if native.BUILT else native.REFERENCE):
+        got = compute()
+    with native.use(native.REFERENCE):
+        return got, compute()
+
+
+def as_reference(compute):
+    """compute() with the references alone."""
+    from tracekit import native
+
+    with native.use(native.REFERENCE):
+        return compute()

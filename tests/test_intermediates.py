@@ -148,7 +148,7 @@ def test_op_instances_take_the_intermediates(tmp_path, made):
 
 
 def test_an_op_tree_keeps_what_is_derived_from_it(tmp_path, monkeypatch):
-    from tracekit.analysis import native
+    from tracekit import native
 
     trace = launch_bound().load(tmp_path)
     tree = links.op_tree(trace)

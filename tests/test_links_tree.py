@@ -4,19 +4,11 @@
 from __future__ import annotations
 
 import polars as pl
-import pytest
 from builders import TraceBuilder
+from conftest import both_ways
 
 from tracekit.analysis import links
 from tracekit.analysis.attribution import attribute
-
-
-def _with_and_without_c(monkeypatch: pytest.MonkeyPatch, compute):
-    got = compute()
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        return got, compute()
-
 
 # -- an External id that collides with an unrelated op ---------------------------------------
 
@@ -38,9 +30,9 @@ def _colliding(tmp_path):
     return b.load(tmp_path)
 
 
-def test_colliding_external_id_is_rejected_for_containment(tmp_path, monkeypatch):
+def test_colliding_external_id_is_rejected_for_containment(tmp_path):
     trace = _colliding(tmp_path)
-    got, reference = _with_and_without_c(monkeypatch, lambda: links.launch_ops(trace))
+    got, reference = both_ways(lambda: links.launch_ops(trace))
     assert got.equals(reference)
     calls = got.select("name", "ts_ns", "op_name", pl.col("link").cast(pl.String)).sort("ts_ns").rows()
     assert [(t, op, link) for _, t, op, link in calls] == [
@@ -97,12 +89,12 @@ TREE_EXPECTED = [  # (depth, parent's index in TREE_OPS)
 ]
 
 
-def test_zero_length_ops_hand_computed_tree(tmp_path, monkeypatch):
+def test_zero_length_ops_hand_computed_tree(tmp_path):
     b = TraceBuilder()
     for name, ts, dur in TREE_OPS:
         b.op(name, ts, dur)
     trace = b.load(tmp_path)
-    got, reference = _with_and_without_c(monkeypatch, lambda: links.cpu_ops(trace))
+    got, reference = both_ways(lambda: links.cpu_ops(trace))
     assert got.equals(reference)
     rows = got.sort("eid").select("eid", "depth", "parent_eid").rows()
     index = {eid: i for i, (eid, _, _) in enumerate(rows)}

@@ -7,15 +7,16 @@ from itertools import pairwise
 import networkx as nx
 import polars as pl
 import pytest
-from conftest import real_trace
+from conftest import both_ways, real_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.analysis.graph import DepGraph
 from tracekit.analysis.longest import EdgeOrder, _longest_path, _longest_weight, longest_path, longest_weight
+from tracekit.native import _paths, kernels
 
-needs_c = pytest.mark.skipif(native.paths is None, reason="the C loops are not built (no C compiler at install)")
+needs_c = pytest.mark.skipif(not native.BUILT, reason="the C loops are not built (no C compiler at install)")
 I64 = pl.Int64
 
 
@@ -48,8 +49,8 @@ def path(order: EdgeOrder, weights: pl.Series) -> tuple[list[int], int]:
 
 def c_path(*args) -> tuple[list[int], int]:
     """The C pass's answer with its positions (an Arrow column) as a list."""
-    positions, weight = native.paths.longest_path(*args)
-    return native.series(positions).to_list(), weight
+    positions, weight = _paths.longest_path(*args)
+    return kernels.series(positions).to_list(), weight
 
 
 @settings(max_examples=300, deadline=None)
@@ -60,20 +61,21 @@ def test_c_python_and_networkx_agree(case):
     eo = EdgeOrder.of(dep)
     weights = eo.weights(dep.edges["weight_ns"])
     reference = _longest_path(eo, weights)
-    assert path(eo, weights) == reference
-    assert longest_weight(eo, weights) == _longest_weight(eo, weights)
+    got, python = both_ways(lambda: path(eo, weights))  # the C loops (where built), the Python loops
+    assert got == python == reference
+    assert both_ways(lambda: longest_weight(eo, weights)) == (_longest_weight(eo, weights),) * 2
     graph = nx.DiGraph()
     graph.add_nodes_from(order)
     graph.add_edges_from((s, d, {"weight": w}) for s, d, w in edges)
     if edges:  # the edge arrays only know nodes that have edges: a lone node is a path of weight 0 either way
         expected = nx.dag_longest_path(graph, weight="weight", default_weight=0, topo_order=order)
         weight = sum(graph.edges[a, b]["weight"] for a, b in pairwise(expected))
-        assert reference[1] == weight
+        assert reference[1] == weight == max(0, nx.dag_longest_path_length(graph, weight="weight", default_weight=0))
         if weight > 0:
             assert reference[0] == expected
 
 
-def test_hand_computed_path_and_ties():
+def test_hand_computed_path_and_ties(implementation):
     # 0 -> 1 -> 3 weighs 5 + 4 = 9; 0 -> 2 -> 3 weighs 6 + 3 = 9 too: the first edge into 3 (from 1) wins
     edges = [(0, 1, 5), (0, 2, 6), (1, 3, 4), (2, 3, 3), (3, 4, -2)]
     dep = _graph(edges, [0, 1, 2, 3, 4])
@@ -91,9 +93,9 @@ def test_weights_beyond_64_bits_take_the_python_loop():
     eo = EdgeOrder.of(dep)
     weights = eo.weights(dep.edges["weight_ns"])
     with pytest.raises(OverflowError):
-        native.paths.longest_path(eo.src, eo.dst, weights, eo.nodes)
+        _paths.longest_path(eo.src, eo.dst, weights, eo.nodes)
     with pytest.raises(OverflowError):
-        native.paths.longest_weight(eo.src, eo.dst, weights, eo.nodes)
+        _paths.longest_weight(eo.src, eo.dst, weights, eo.nodes)
     assert path(eo, weights) == ([0, 1, 2, 3], 3 * big)
     assert longest_weight(eo, weights) == 3 * big
 
@@ -101,14 +103,14 @@ def test_weights_beyond_64_bits_take_the_python_loop():
 @needs_c
 def test_c_loops_check_their_input():
     with pytest.raises(IndexError):
-        native.paths.longest_path([0], [5], [1], 2)
+        _paths.longest_path([0], [5], [1], 2)
     with pytest.raises(IndexError):
-        native.paths.longest_weight([-1], [1], [1], 2)
+        _paths.longest_weight([-1], [1], [1], 2)
     with pytest.raises(ValueError, match="differ in length"):
-        native.paths.longest_weight([0, 1], [1], [1], 3)
+        _paths.longest_weight([0, 1], [1], [1], 3)
     with pytest.raises(TypeError):
-        native.paths.longest_path([0], ["1"], [1], 2)
-    assert native.paths.longest_weight([], [], [], 0) == 0
+        _paths.longest_path([0], ["1"], [1], 2)
+    assert _paths.longest_weight([], [], [], 0) == 0
 
 
 @needs_c
@@ -119,22 +121,22 @@ def test_c_loops_read_arrow_columns():
     dep = _graph(edges, [0, 1, 2, 3, 4])
     eo = EdgeOrder.of(dep)
     weights = eo.weights(dep.edges["weight_ns"])
-    columns = [native.arrow(c) for c in (eo.src, eo.dst, weights)]
+    columns = [kernels.arrow(c) for c in (eo.src, eo.dst, weights)]
     assert c_path(*columns, eo.nodes) == ([0, 1, 3], 9)
     lists = (eo.src.to_list(), eo.dst.to_list(), weights.to_list())
     assert c_path(*lists, eo.nodes) == ([0, 1, 3], 9)
-    assert native.paths.longest_weight(*[native.arrow(c) for c in (eo.src, eo.dst, weights)], eo.nodes) == 9
+    assert _paths.longest_weight(*[kernels.arrow(c) for c in (eo.src, eo.dst, weights)], eo.nodes) == 9
     with_null = pl.Series([1, None, 1, 1, 1], dtype=I64).__arrow_c_stream__()
     with pytest.raises(ValueError, match="without nulls"):
-        native.paths.longest_weight(native.arrow(eo.src), native.arrow(eo.dst), with_null, eo.nodes)
+        _paths.longest_weight(kernels.arrow(eo.src), kernels.arrow(eo.dst), with_null, eo.nodes)
     floats = pl.Series([1.0] * 5).__arrow_c_stream__()
     with pytest.raises(TypeError, match="Int64"):
-        native.paths.longest_weight(native.arrow(eo.src), native.arrow(eo.dst), floats, eo.nodes)
+        _paths.longest_weight(kernels.arrow(eo.src), kernels.arrow(eo.dst), floats, eo.nodes)
 
 
-def test_native_can_be_turned_off(monkeypatch):
-    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
-    assert not native.enabled()
+def test_native_can_be_turned_off():
+    with native.use(native.REFERENCE):
+        assert not native.enabled()
     edges = [(0, 1, 2), (1, 2, 3)]
     dep = _graph(edges, [0, 1, 2])
     eo = EdgeOrder.of(dep)
@@ -153,3 +155,20 @@ def test_real_trace_paths_agree():
     assert eo.nodes > 1000
     assert path(eo, weights) == _longest_path(eo, weights)
     assert longest_weight(eo, weights) == _longest_weight(eo, weights)
+
+
+@pytest.mark.real
+def test_real_trace_path_is_networkx_s(implementation):
+    """The critical path's graph is a networkx DiGraph for the user's own queries, and the
+    path found on the edge arrays is the one `nx.dag_longest_path` finds on it."""
+    import tracekit
+    from tracekit.analysis.critical_path import critical_path
+
+    cp = critical_path(tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz")))
+    dep = cp.graph
+    assert dep is not None and isinstance(dep.graph, nx.DiGraph)
+    eo = dep.edge_order
+    nodes, weight = longest_path(eo, eo.weights(dep.edges["weight_ns"]))
+    topo = [n for n in dep.order.to_list() if n in dep.graph]
+    assert nodes.to_list() == nx.dag_longest_path(dep.graph, weight="weight", default_weight=0, topo_order=topo)
+    assert weight == nx.dag_longest_path_length(dep.graph, weight="weight", default_weight=0) == cp.weight_ns

@@ -1,4 +1,4 @@
-"""The native scanner (`tracekit/loader/_scan.c`) against the Python path, which is the reference.
+"""The native scanner (`tracekit/native/_scan.c`) against the Python path, which is the reference.
 
 - hand-computed values for one piece (exact ns from decimal text, escapes, hex integers,
   grid/block triples, shapes, absent args);
@@ -36,7 +36,7 @@ def test_scanner_is_built_where_a_compiler_is():
     would make every load take the slow path."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: tracekit runs on its Python path")
-    assert native._scan is not None, "a C compiler is installed but tracekit/loader/_scan was not built"
+    assert native._scan is not None, "a C compiler is installed but tracekit/native/_scan was not built"
 
 
 def load_both(text: bytes, monkeypatch, chunk_bytes: int = 1 << 20):

@@ -3,14 +3,13 @@ the C pass against the Polars reference."""
 
 from __future__ import annotations
 
-import os
-
 import polars as pl
 import pytest
+from conftest import as_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.report.timeline import pixel_runs
 
 SCHEMA = {"lane": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.String, "prio": pl.Int64}
@@ -60,19 +59,11 @@ one_lane = st.lists(st.tuples(st.integers(-2_000, 14_000), st.integers(0, 4_000)
 
 
 def reference(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
-    """The Polars code's runs (the C passes turned off for the call)."""
-    before = os.environ.get("TRACEKIT_NATIVE")
-    os.environ["TRACEKIT_NATIVE"] = "0"
-    try:
-        return pixel_runs(iv, t0, t1, width)
-    finally:
-        if before is None:
-            del os.environ["TRACEKIT_NATIVE"]
-        else:
-            os.environ["TRACEKIT_NATIVE"] = before
+    """The Polars code's runs (the reference of the C pass)."""
+    return as_reference(lambda: pixel_runs(iv, t0, t1, width))
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C passes are not built")
+@pytest.mark.skipif(not native.BUILT, reason="the C passes are not built")
 @settings(max_examples=150, deadline=None)
 @given(one_lane, st.integers(1, 97), st.integers(0, 3_000), st.integers(1, 13_000), st.booleans())
 def test_c_runs_match_the_polars_reference(rows, width, t0, length, as_enum):
@@ -82,14 +73,14 @@ def test_c_runs_match_the_polars_reference(rows, width, t0, length, as_enum):
     if as_enum:  # categories in an order that is not the names' order
         iv = iv.with_columns(pl.col("cls").cast(pl.Enum(["idle", "gemm", "copy", "attention", "Triton", "gap-other"])))
     t1 = t0 + length
-    got = pixel_runs(iv, t0, t1, width)
+    with native.use(native.C):
+        got = pixel_runs(iv, t0, t1, width)
     want = reference(iv, t0, t1, width)
     assert got.schema == want.schema
     assert got.rows() == want.rows()
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C passes are not built")
-def test_c_runs_hand_computed_and_overlapping():
+def test_c_runs_hand_computed_and_overlapping(implementation):
     # two overlapping CPU rows on a 100 ns window of 4 pixels (25 ns each): in pixel 0 a sync
     # (prio 3) covers 5 ns, under a quarter (score 0), and the op (prio 1) all 25; in pixel 1
     # the sync covers 20 ns, a quarter and more: its prio wins. Covered counts both rows.

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import real_trace
+from conftest import as_reference, both_ways, real_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analysis import intervals, native
+from tracekit import native
+from tracekit.analysis import intervals
 from tracekit.analysis.nesting import in_time_order, rows_of, with_parents
 from tracekit.model import TEXT
+from tracekit.native import _slices, kernels
 
-needs_c = pytest.mark.skipif(native.slices is None, reason="the C pass is not built (no C compiler at install)")
+needs_c = pytest.mark.skipif(not native.BUILT, reason="the C pass is not built (no C compiler at install)")
 SCHEMA = {"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64}
 
 
@@ -22,23 +24,8 @@ def _frame(rows: list[tuple]) -> pl.DataFrame:
     return frame.with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
 
 
-def _with_and_without_c(monkeypatch: pytest.MonkeyPatch, compute):
-    """(compute() with the C passes, compute() with the references alone)."""
-    got = compute()
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        return got, compute()
-
-
-def _without_c(compute):
-    """compute() with the references alone (for property tests, which take no fixture)."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv("TRACEKIT_NATIVE", "0")
-        return compute()
-
-
-def _both(frame: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
-    return _with_and_without_c(monkeypatch, lambda: with_parents(frame))
+def _both(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return both_ways(lambda: with_parents(frame))
 
 
 # thread 1/1: 10 [0,100) > 11 [10,50) > 12 [20,30); 13 [50,50) zero-length at 11's end, where
@@ -57,29 +44,27 @@ EXPECTED = {  # eid: (depth, parent_eid)
 }
 
 
-def test_hand_computed_depths_and_parents(monkeypatch):
-    got, reference = _both(_frame(HAND), monkeypatch)
-    for frame in (got, reference):
-        found = {e: (d, p) for e, d, p in frame.select("eid", "depth", "parent_eid").iter_rows()}
-        assert found == EXPECTED
-    assert got.equals(reference)
+def test_hand_computed_depths_and_parents(implementation):
+    frame = with_parents(_frame(HAND))
+    assert {e: (d, p) for e, d, p in frame.select("eid", "depth", "parent_eid").iter_rows()} == EXPECTED
 
 
 @needs_c
 def test_the_c_pass_runs_and_can_be_turned_off(monkeypatch):
     calls = []
-    real = native.slices.nest
-    monkeypatch.setattr(native.slices, "nest", lambda *a: calls.append(1) or real(*a))
-    with_parents(_frame(HAND))
+    real = _slices.nest
+    monkeypatch.setattr(_slices, "nest", lambda *a: calls.append(1) or real(*a))
+    with native.use(native.C):
+        with_parents(_frame(HAND))
     assert calls == [1]
-    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
-    with_parents(_frame(HAND))
+    with native.use(native.REFERENCE):
+        with_parents(_frame(HAND))
     assert calls == [1]
 
 
-def test_null_times_take_the_polars_joins(monkeypatch):
+def test_null_times_take_the_polars_joins():
     rows = [*HAND, (30, "1", "1", None, 5)]
-    got, reference = _both(_frame(rows), monkeypatch)
+    got, reference = _both(_frame(rows))
     assert got.equals(reference)
 
 
@@ -132,7 +117,7 @@ def test_c_pass_matches_the_polars_joins(rows):
     frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
     # in any order, and in time order (a trace's, where the C pass's sort keeps the eid order)
     for rows_in in (frame, frame.sort("ts_ns", "eid")):
-        assert with_parents(rows_in).equals(_without_c(lambda r=rows_in: with_parents(r)))
+        assert with_parents(rows_in).equals(as_reference(lambda r=rows_in: with_parents(r)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -141,7 +126,7 @@ def test_c_pass_matches_the_polars_joins_at_crowded_instants(rows, rnd):
     rnd.shuffle(rows)
     frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
     for rows_in in (frame, frame.sort("ts_ns", "eid")):
-        assert with_parents(rows_in).equals(_without_c(lambda r=rows_in: with_parents(r)))
+        assert with_parents(rows_in).equals(as_reference(lambda r=rows_in: with_parents(r)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -153,16 +138,16 @@ def test_properly_nested_slices_get_the_rule_s_tree(rnd, order):
     order.shuffle(rows)
     want = _stack_tree(rows)
     frame = _frame(rows)
-    for got in (with_parents(frame), _without_c(lambda: with_parents(frame))):
+    for got in (with_parents(frame), as_reference(lambda: with_parents(frame))):
         assert {e: (d, p) for e, d, p in got.select("eid", "depth", "parent_eid").iter_rows()} == want
 
 
 @pytest.mark.real
-def test_real_trace_nesting_agrees(monkeypatch):
+def test_real_trace_nesting_agrees():
     import tracekit
 
     ops = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz")).ops
-    got, reference = _both(ops.filter(pl.col("cat") != "gpu_user_annotation"), monkeypatch)
+    got, reference = _both(ops.filter(pl.col("cat") != "gpu_user_annotation"))
     assert got.height > 1000 and int(got["depth"].max()) > 5
     assert got.equals(reference)
 
@@ -188,22 +173,20 @@ def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
     return intervals.innermost(points, slices.select("eid", "pid", "tid", "ts_ns", "end_ns", "dur_ns"), on=["pid", "tid"])
 
 
-def test_innermost_hand_computed(monkeypatch):
+def test_innermost_hand_computed(implementation):
     points = pl.DataFrame(POINT_ROWS, schema=POINTS, orient="row")
-    slices = _frame(SLICE_ROWS)
-    got, reference = _with_and_without_c(monkeypatch, lambda: _innermost(points, slices))
-    for frame in (got, reference):
-        assert frame.select("gid", "eid").rows() == [(1, 4), (2, 2), (3, 1), (5, 6)]
-    assert got.equals(reference)
+    got = _innermost(points, _frame(SLICE_ROWS))
+    assert got.select("gid", "eid").rows() == [(1, 4), (2, 2), (3, 1), (5, 6)]
+    assert got.equals(as_reference(lambda: _innermost(points, _frame(SLICE_ROWS))))
 
 
-def test_innermost_of_slices_starting_together_is_the_shorter(monkeypatch):
+def test_innermost_of_slices_starting_together_is_the_shorter():
     """Two slices start together on one thread, the shorter first in eid order: the point
     inside both takes the shorter, with the slices in time order or not."""
     slices = _frame([(101, "1", "7", 10, 5), (102, "1", "7", 10, 20), (103, "1", "7", 0, 40)])
     points = pl.DataFrame([(1, "1", "7", 12), (2, "1", "7", 25)], schema=POINTS, orient="row")
     for frame in (slices, slices.sort("ts_ns", "eid"), slices.reverse()):
-        got, reference = _with_and_without_c(monkeypatch, lambda f=frame: _innermost(points, f))
+        got, reference = both_ways(lambda f=frame: _innermost(points, f))
         assert got.select("gid", "eid").rows() == reference.select("gid", "eid").rows() == [(1, 101), (2, 102)]
 
 
@@ -217,7 +200,7 @@ def test_innermost_c_pass_matches_the_polars_steps(rows, pts):
     frame = _frame([(100 + i, p, t, ts, dur) for i, (p, t, ts, dur) in enumerate(rows)])
     points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
     got = _innermost(points, frame)
-    assert got.equals(_without_c(lambda: _innermost(points, frame)))
+    assert got.equals(as_reference(lambda: _innermost(points, frame)))
     # slices in time order, as a trace's are (the C pass's sort then keeps their eid order)
     assert _innermost(points, frame.sort("ts_ns", "eid")).equals(got)
     # threads as codes (a trace's pid and tid: their codes make the group numbers, not a rank)
@@ -255,17 +238,14 @@ def _stab(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
     return intervals.stab(points, slices.select("eid", "pid", "ts_ns", "end_ns"))
 
 
-def test_stab_hand_computed(monkeypatch):
+def test_stab_hand_computed(implementation):
     """Every slice containing the point, whatever its thread: the pairs in the points'
     order, then the slices'; `pid` (in both) gets the suffix on the slices' side."""
     points = pl.DataFrame(POINT_ROWS, schema=POINTS, orient="row")
-    slices = _frame(SLICE_ROWS)
-    got, reference = _with_and_without_c(monkeypatch, lambda: _stab(points, slices))
+    got = _stab(points, _frame(SLICE_ROWS))
     expected = [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (2, 2), (3, 1), (5, 1), (5, 6), (6, 1), (6, 2), (6, 3), (6, 4)]
-    for frame in (got, reference):
-        assert frame.columns == ["gid", "pid", "tid", "t", "eid", "pid_right", "ts_ns", "end_ns"]
-        assert frame.select("gid", "eid").rows() == expected
-    assert got.equals(reference)
+    assert got.columns == ["gid", "pid", "tid", "t", "eid", "pid_right", "ts_ns", "end_ns"]
+    assert got.select("gid", "eid").rows() == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -275,7 +255,7 @@ def test_stab_c_pass_matches_the_join(rows, pts):
     frame = frame.with_columns(end_ns=pl.when(pl.col("eid") % 7 == 3).then(None).otherwise(pl.col("end_ns")))
     points = pl.DataFrame([(i, p, t, at) for i, (p, t, at) in enumerate(pts)], schema=POINTS, orient="row")
     got = _stab(points, frame)
-    assert got.equals(_without_c(lambda: _stab(points, frame)))
+    assert got.equals(as_reference(lambda: _stab(points, frame)))
     # the definition: start <= at < end, nulls in neither
     pairs = [(g, r["eid"]) for g, _, _, at in points.rows() for r in frame.rows(named=True)
              if at is not None and r["ts_ns"] is not None and r["end_ns"] is not None and r["ts_ns"] <= at < r["end_ns"]]
@@ -283,23 +263,23 @@ def test_stab_c_pass_matches_the_join(rows, pts):
 
 
 def _capsule(values: list[int]) -> object:
-    return native.arrow(pl.Series(values, dtype=pl.Int64))
+    return kernels.arrow(pl.Series(values, dtype=pl.Int64))
 
 
 def _flag_up(parent: list[int], flagged: list[int], levels: int) -> list[int]:
-    out = native.series(native.slices.flag_up((_capsule(parent), _capsule(flagged)), levels))
+    out = kernels.series(_slices.flag_up((_capsule(parent), _capsule(flagged)), levels))
     return out.to_list()
 
 
 def _climb(parent, hit, go, op, starts, levels):
     tree = tuple(_capsule(c) for c in (parent, hit, go, op))
-    found = native.slices.climb(tree, _capsule(starts), levels)
-    return [native.series(c).to_list() for c in found]
+    found = _slices.climb(tree, _capsule(starts), levels)
+    return [kernels.series(c).to_list() for c in found]
 
 
 def _up_until(parent, end, starts, need, levels):
     tree = (_capsule(parent), _capsule(end))
-    return native.series(native.slices.up_until(tree, _capsule(starts), _capsule(need), levels)).to_list()
+    return kernels.series(_slices.up_until(tree, _capsule(starts), _capsule(need), levels)).to_list()
 
 
 @needs_c
@@ -370,12 +350,12 @@ def test_tree_walks_match_their_definitions(case):
 
 @pytest.mark.real
 @needs_c
-def test_real_critical_path_same_with_and_without_the_c_passes(monkeypatch):
+def test_real_critical_path_same_with_and_without_the_c_passes():
     import tracekit
     from tracekit.analysis.critical_path import critical_path
 
     trace = tracekit.load(real_trace("h100_qwen15_05b_hf_inference.json.gz"))
-    got, reference = _with_and_without_c(monkeypatch, lambda: critical_path(trace))
+    got, reference = both_ways(lambda: critical_path(trace))
     assert got.segments.height > 1000
     assert got.segments.equals(reference.segments)
     assert got.graph.segments.equals(reference.graph.segments) and got.graph.edges.equals(reference.graph.edges)
@@ -384,19 +364,19 @@ def test_real_critical_path_same_with_and_without_the_c_passes(monkeypatch):
 
 @pytest.mark.real
 @needs_c
-def test_real_launch_links_same_with_and_without_the_c_passes(monkeypatch):
+def test_real_launch_links_same_with_and_without_the_c_passes():
     import tracekit
     from tracekit.analysis.links import launch_ops
 
     trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
-    got, reference = _with_and_without_c(monkeypatch, lambda: launch_ops(trace))
+    got, reference = both_ways(lambda: launch_ops(trace))
     assert (got["link"] == "containment").sum() > 100
     assert got.equals(reference)
 
 
 def _chains(parent: list[int], code: list[int]) -> list[list[int]]:
-    found = native.slices.chains((_capsule(parent), _capsule(code)))
-    return [native.series(c).to_list() for c in found]
+    found = _slices.chains((_capsule(parent), _capsule(code)))
+    return [kernels.series(c).to_list() for c in found]
 
 
 @needs_c
@@ -431,7 +411,7 @@ def test_op_paths_c_pass_matches_the_closure(case, names, rnd):
                           schema={"eid": pl.Int64, "parent_eid": pl.Int64, "depth": pl.Int64, "name": pl.String})
     wanted = pl.Series([eid[i] for i in range(0, n, 2)] + [5, None])  # 5: not an op
     got = op_paths(nested, wanted)
-    assert got.sort("eid").equals(_without_c(lambda: op_paths(nested, wanted)).sort("eid"))
+    assert got.sort("eid").equals(as_reference(lambda: op_paths(nested, wanted)).sort("eid"))
     for e, path in got.iter_rows():
         i = eid.index(e)
         chain = []
@@ -442,14 +422,14 @@ def test_op_paths_c_pass_matches_the_closure(case, names, rnd):
 
 
 @pytest.mark.real
-def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
+def test_real_op_paths_same_with_and_without_the_c_passes():
     import tracekit
     from tracekit.analysis.attribution import op_paths
     from tracekit.analysis.links import cpu_ops, gpu_links
 
     trace = tracekit.load(real_trace("a100_dlrm_6streams_rank0.json.gz"))
     nested, links = cpu_ops(trace), gpu_links(trace)
-    got, reference = _with_and_without_c(monkeypatch, lambda: op_paths(nested, links["op_eid"]))
+    got, reference = both_ways(lambda: op_paths(nested, links["op_eid"]))
     assert got.height > 1000 and got["op_path"].str.contains(" > ").any()
     assert got.sort("eid").equals(reference.sort("eid"))
 
@@ -457,12 +437,12 @@ def test_real_op_paths_same_with_and_without_the_c_passes(monkeypatch):
 # -- attribution's walks up the op tree (tree_sums, same_above) ------------------------------
 
 def _tree_sums(parent, row, dur, kernel, levels):
-    found = native.slices.tree_sums((_capsule(parent),), (_capsule(row), _capsule(dur), _capsule(kernel)), levels)
-    return [native.series(c).to_list() for c in found]
+    found = _slices.tree_sums((_capsule(parent),), (_capsule(row), _capsule(dur), _capsule(kernel)), levels)
+    return [kernels.series(c).to_list() for c in found]
 
 
 def _same_above(parent, code, levels):
-    return native.series(native.slices.same_above((_capsule(parent), _capsule(code)), levels)).to_list()
+    return kernels.series(_slices.same_above((_capsule(parent), _capsule(code)), levels)).to_list()
 
 
 @needs_c
@@ -544,46 +524,47 @@ def test_attribution_leaves_null_names_and_deep_trees_to_the_closure():
 
 @pytest.mark.real
 @needs_c
-def test_real_attribution_same_with_and_without_the_c_passes(monkeypatch):
+def test_real_attribution_same_with_and_without_the_c_passes():
     import tracekit
     from tracekit.analysis.attribution import attribute
 
     trace = tracekit.load(real_trace("v100_ddp_mlp_memory_rank1.json.gz"))
-    got, reference = _with_and_without_c(monkeypatch, lambda: attribute(trace))
+    got, reference = both_ways(lambda: attribute(trace))
     assert got.instances.height > 50_000 and (got.instances["gpu_events_incl"] > got.instances["gpu_events_self"]).any()
     assert got.ops.equals(reference.ops) and got.instances.equals(reference.instances)
 
 
 # -- eid -> row lookup (nesting.rows_of) -------------------------------------------------------
 
-def _rows_of(keys: list[int | None], queries: list[int | None], monkeypatch) -> tuple[list[int], list[int]]:
+def _rows_of(keys: list[int | None], queries: list[int | None]) -> tuple[list[int], list[int]]:
     frame = pl.DataFrame({"eid": keys}, schema={"eid": pl.Int64})
     series = pl.Series(queries, dtype=pl.Int64)
-    got, reference = _with_and_without_c(monkeypatch, lambda: rows_of(frame, series))
+    got, reference = both_ways(lambda: rows_of(frame, series))
     return got.to_list(), reference.to_list()
 
 
-def test_rows_of_hand_computed(monkeypatch):
+def test_rows_of_hand_computed(implementation):
     # keys 7, 3, 9 at rows 0, 1, 2; 5 and 10 are absent, null is absent, -2**63 is far below
-    got, reference = _rows_of([7, 3, 9], [9, 3, None, 5, 7, 10, -(2**63), 2**63 - 1], monkeypatch)
-    assert got == reference == [2, 1, -1, -1, 0, -1, -1, -1]
+    frame = pl.DataFrame({"eid": [7, 3, 9]}, schema={"eid": pl.Int64})
+    got = rows_of(frame, pl.Series([9, 3, None, 5, 7, 10, -(2**63), 2**63 - 1], dtype=pl.Int64))
+    assert got.to_list() == [2, 1, -1, -1, 0, -1, -1, -1]
 
 
 @needs_c
 def test_rows_of_table_and_its_fallbacks(monkeypatch):
     """The C table serves dense unique keys; sparse, repeated or null keys take the join."""
     keys = pl.Series([5, 6, 8], dtype=pl.Int64)
-    found = native.slices.rows(native.arrow(keys), native.arrow(pl.Series([8, 4, 9, 5], dtype=pl.Int64)), 5, 4)
-    assert native.series(found).to_list() == [2, -1, -1, 0]
-    assert native.slices.rows(native.arrow(pl.Series([5, 5], dtype=pl.Int64)), native.arrow(keys), 5, 1) is None
+    found = _slices.rows(kernels.arrow(keys), kernels.arrow(pl.Series([8, 4, 9, 5], dtype=pl.Int64)), 5, 4)
+    assert kernels.series(found).to_list() == [2, -1, -1, 0]
+    assert _slices.rows(kernels.arrow(pl.Series([5, 5], dtype=pl.Int64)), kernels.arrow(keys), 5, 1) is None
     with pytest.raises(ValueError, match="outside the span"):
-        native.slices.rows(native.arrow(keys), native.arrow(keys), 5, 3)
+        _slices.rows(kernels.arrow(keys), kernels.arrow(keys), 5, 3)
     calls = []
-    real = native.slices.rows
-    monkeypatch.setattr(native.slices, "rows", lambda *a: calls.append(1) or real(*a))
-    assert _rows_of([1, 2, 2], [2, 1], monkeypatch)[0] == [1, 2, 0]  # one row per match, as the join gives
-    assert _rows_of([0, 10**9], [10**9], monkeypatch)[0] == [1]  # sparse: no table of a billion slots
-    assert _rows_of([None, 4], [4], monkeypatch)[0] == [1]
+    real = _slices.rows
+    monkeypatch.setattr(_slices, "rows", lambda *a: calls.append(1) or real(*a))
+    assert _rows_of([1, 2, 2], [2, 1])[0] == [1, 2, 0]  # one row per match, as the join gives
+    assert _rows_of([0, 10**9], [10**9])[0] == [1]  # sparse: no table of a billion slots
+    assert _rows_of([None, 4], [4])[0] == [1]
     assert len(calls) == 1  # only the repeated keys reached C (and gave it back)
 
 

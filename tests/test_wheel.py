@@ -30,7 +30,7 @@ def test_wheel_ships_templates_and_renders(tmp_path):
     for package in _repo_packages():  # every subpackage of tracekit/ (pyproject lists them by hand)
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     if shutil.which("cc") or shutil.which("gcc"):  # the compiled scanner is in the wheel
-        assert any(n.startswith("tracekit/loader/_scan.") and n.endswith(".so") for n in names), names
+        assert any(n.startswith("tracekit/native/_scan.") and n.endswith(".so") for n in names), names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"

@@ -25,8 +25,8 @@ INCLUDE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 FLAGS=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1 -g
        -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared)
-for module in tracekit/loader/_scan tracekit/analysis/_paths tracekit/analysis/_slices; do
-  gcc "${FLAGS[@]}" -I"$INCLUDE" -I"$WORK/tracekit/analysis" "$WORK/$module.c" -o "$WORK/$module$SUFFIX"
+for module in tracekit/native/_scan tracekit/native/_paths tracekit/native/_slices; do
+  gcc "${FLAGS[@]}" -I"$INCLUDE" -I"$WORK/tracekit/native" "$WORK/$module.c" -o "$WORK/$module$SUFFIX"
 done
 
 export PYTHONPATH=$WORK PYTHONMALLOC=malloc PYTHONDONTWRITEBYTECODE=1
@@ -37,11 +37,11 @@ export TRACEKIT_FUZZ_SECONDS=${TRACEKIT_FUZZ_SECONDS:-60} TRACEKIT_FUZZ_EXAMPLES
 cd "$WORK"
 "$PY" - <<'PY'  # the extensions imported are the sanitized ones
 import os
-from tracekit.loader import _scan
-from tracekit.analysis import _paths, _slices
+from tracekit.native import _paths, _scan, _slices
 for m in (_scan, _paths, _slices):
     assert m.__file__.startswith(os.environ["PYTHONPATH"] + "/"), m.__file__
     print("sanitize: using", m.__file__)
 PY
 "$PY" -m pytest -q -p no:cacheprovider -m "not browser" -n 2 \
-  tests/test_native.py tests/test_slices.py tests/test_longest.py tests/test_hostile.py tests/test_scan_fuzz.py
+  tests/test_native.py tests/test_native_passes.py tests/test_slices.py tests/test_longest.py tests/test_pixel_runs.py \
+  tests/test_hostile.py tests/test_scan_fuzz.py

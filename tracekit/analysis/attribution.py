@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.analysis.launches import launch_family
 from tracekit.analysis.links import _containing_op, gpu_links, launch_ops, link_warnings, op_tree
 from tracekit.analysis.nesting import OpTree, in_time_order, rows_of, tree_of
 from tracekit.model import ENGINE, TEXT, WARNINGS_SCHEMA, Trace
+from tracekit.native import kernels
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
 
@@ -115,13 +116,27 @@ def _instance_rows(trace: Trace, ops: pl.DataFrame | OpTree | None, launches: pl
     nested = op_tree(trace) if ops is None else tree_of(ops)
     launches = launch_ops(trace, ops=nested) if launches is None else launches
     gpu = gpu_links(trace, launches=launches) if links is None else links
-    tree = _tree_native(nested, gpu) if native.enabled() else None
-    closure = nested.closure if tree is None else None
+    tree, closure = _op_tree(nested, gpu)
     return (_instances(nested.frame, launches, gpu, closure, sums=tree[0] if tree else None), gpu, tree, closure,
             launches)
 
 
 LEVELS = 256  # the closure's depth (`nesting.ancestors`), which the C walks keep to
+
+
+def _tree_walks(nested: OpTree, gpu: pl.DataFrame) -> tuple[tuple[pl.DataFrame, pl.DataFrame], None] | None:
+    """(the C walks' sums and same-name frame, no closure): see `_tree_native`."""
+    tree = _tree_native(nested, gpu)
+    return None if tree is None else (tree, None)
+
+
+def _tree_closure(nested: OpTree, gpu: pl.DataFrame) -> tuple[None, pl.DataFrame]:
+    """(no walks, the closure `_instances` and `_per_name` join with): the reference."""
+    return None, nested.closure
+
+
+# what the per-instance and per-name sums start from: the C walks' answers, or the closure
+_op_tree = native.register("op_tree", c=_tree_walks, reference=_tree_closure)
 
 
 def _tree_native(nested: pl.DataFrame | OpTree, gpu: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame] | None:
@@ -141,12 +156,8 @@ def _tree_native(nested: pl.DataFrame | OpTree, gpu: pl.DataFrame) -> tuple[pl.D
         "op_eid", pl.col("dur_ns").fill_null(0), (pl.col("cat") == "kernel").cast(I64).alias("kernel")).collect(
         engine=ENGINE)
     at = rows_of(nested, events["op_eid"])
-    found = native.slices.tree_sums((native.arrow(rows),), tuple(native.arrow(c) for c in (
-        at, events["dur_ns"], events["kernel"])), LEVELS)
-    names = ("gpu_events_self", "gpu_self_ns", "gpu_events_incl", "kernels_incl", "gpu_incl_ns")
-    sums = pl.DataFrame([native.series(c, name) for c, name in zip(found, names)])
-    codes = tree.name_codes
-    inner = native.series(native.slices.same_above((native.arrow(rows), native.arrow(codes)), LEVELS)) != 0
+    sums = pl.DataFrame(kernels.tree_sums(rows, at, events["dur_ns"], events["kernel"], LEVELS))
+    inner = kernels.same_above(rows, tree.name_codes, LEVELS)
     recursive = nested.select("eid").filter(inner).with_columns(_inner=pl.lit(True))
     return sums, recursive
 
@@ -175,9 +186,12 @@ def op_paths(nested: pl.DataFrame | OpTree, eids: pl.Series, *, sep: str = " > "
     wanted = pl.DataFrame({"eid": eids.cast(I64)}).drop_nulls().unique()
     if wanted.is_empty() or nested.is_empty():
         return pl.DataFrame(schema={"eid": I64, "op_path": STR})
-    found = _op_paths_native(tree, wanted, sep) if native.enabled() else None
-    if found is not None:
-        return found
+    return _op_paths(tree, wanted, sep)
+
+
+def _op_paths_joins(tree: OpTree, wanted: pl.DataFrame, sep: str) -> pl.DataFrame:
+    """`op_paths` through the closure's joins (the reference)."""
+    nested = tree.frame
     names = nested.select(pl.col("eid").alias("ancestor_eid"), "name", "depth")
     chain = tree.closure.join(wanted, on="eid", how="semi").join(names, on="ancestor_eid")
     return chain.group_by("eid").agg(op_path=pl.col("name").sort_by("depth").str.join(sep))
@@ -198,14 +212,16 @@ def _op_paths_native(tree: OpTree, wanted: pl.DataFrame, sep: str) -> pl.DataFra
     return at.select("eid", op_path=paths.gather(row_chain.gather(at["_row"])))
 
 
+_op_paths = native.register("op_paths", c=_op_paths_native, reference=_op_paths_joins)
+
+
 def _chain_paths(tree: OpTree, sep: str) -> tuple[pl.Series, pl.Series] | None:
     """(chain of each row, path text of each chain), kept per separator with the tree."""
     rows = _walkable(tree)
     if rows is None:
         return None
     nested, codes = tree.frame, tree.name_codes
-    row_chain, chain_parent, chain_code = map(native.series, native.slices.chains((native.arrow(rows),
-                                                                                   native.arrow(codes))))
+    row_chain, chain_parent, chain_code = kernels.chains(rows, codes)
     name_of = dict(pl.DataFrame({"code": codes, "name": nested["name"]}).unique("code").iter_rows())
     texts: list[str] = []
     for parent, code in zip(chain_parent.to_list(), chain_code.to_list()):  # parents come first

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis import native
 from tracekit.analysis.graph import CLASS, CLASSES, EDGE_KINDS, TEXT, DepGraph, build_graph, piece_runs
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.nesting import rows_of
 from tracekit.analysis.taxonomy import classify_names
+from tracekit.analysis.walks import climb
 from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
 from tracekit.model import GROUPING_ENGINE, Trace
@@ -316,10 +316,7 @@ def _host_rows(at: pl.Series, slices: pl.DataFrame, *, max_depth: int = 256) -> 
     """Per row `at` of the slices (-1: none), the row of its context: the nearest
     module-like ancestor-or-self, else the outermost cpu_op; -1 when it has neither.
 
-    The walk up the tree follows parent pointers held as row positions: in C (`climb`)
-    when the C passes are built, else with Series gathers, one step per level for the rows
-    still climbing (a join per level against every slice cost more than the whole walk,
-    and grew with trace size times depth).
+    The walk up the tree follows parent pointers held as row positions (`walks.climb`).
     """
     if slices.is_empty():
         return pl.repeat(-1, at.len(), dtype=I64, eager=True)
@@ -334,23 +331,7 @@ def _host_rows(at: pl.Series, slices: pl.DataFrame, *, max_depth: int = 256) -> 
     info = slices.select(hit=module.fill_null(False), go=(~module).fill_null(False) & pl.col("parent_eid").is_not_null(),
                          op=(pl.col("role") == "op").fill_null(False))
     parent = rows_of(slices, slices["parent_eid"])
-    hit, go, op = info["hit"], info["go"], info["op"]
-    if native.enabled() and parent.len() == info.height:  # one C walk per row (`climb`)
-        mod, top = map(native.series, native.slices.climb(tuple(map(native.arrow, (parent, hit, go, op))),
-                                                          native.arrow(at), max_depth))
-    else:
-        n = at.len()
-        live = pl.int_range(n, dtype=I64, eager=True).filter(at >= 0)
-        at = at.filter(at >= 0)
-        mod, top = pl.repeat(-1, n, dtype=I64, eager=True), pl.repeat(-1, n, dtype=I64, eager=True)
-        for _ in range(max_depth):
-            if live.is_empty():
-                break
-            is_op, is_hit, up = op.gather(at), hit.gather(at), go.gather(at)
-            top.scatter(live.filter(is_op), at.filter(is_op))  # the last op met on the way up is the outermost
-            mod.scatter(live.filter(is_hit), at.filter(is_hit))
-            live, at = live.filter(up), parent.gather(at.filter(up))
-            live, at = live.filter(at >= 0), at.filter(at >= 0)
+    mod, top = climb(parent, info["hit"], info["go"], info["op"], at, max_depth)  # (`walks`)
     return mod.zip_with(mod >= 0, top)
 
 

@@ -53,13 +53,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tracekit.analysis import native
 from tracekit.analysis.breakdown import work_class
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
-from tracekit.analysis.nesting import parent_rows, rows_of, with_parents
+from tracekit.analysis.nesting import rows_of, with_parents
 from tracekit.analysis.order import sort_order
 from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
+from tracekit.analysis.walks import flag_callers
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import ENGINE, GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
 
@@ -420,27 +420,8 @@ def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) ->
     """Per slice: role, name, block weight, and `launches`: it launched GPU work, or a call
     below it did, or (for a runtime call) the op around it launches (dispatch work).
 
-    The callers' ancestors (up to 256 levels) are flagged by one C walk (`flag_up`) when
-    the C passes are built, else by a join per level."""
-    out = nested.select("eid", "role", "name", "parent_eid")
-    rows = parent_rows(out) if native.enabled() else None
-    if rows is not None:  # one C walk up from the callers (`flag_up`)
-        called = out.select(pl.col("eid").is_in(callers["eid"].implode())).to_series()
-        up = native.series(native.slices.flag_up((native.arrow(rows), native.arrow(called)), 256)) != 0
-        out = out.with_columns(_up=up, _around=up.gather(rows.clip(lower_bound=0)) & (rows >= 0))
-    else:
-        parent = nested.select("eid", "parent_eid").filter(pl.col("parent_eid").is_not_null())
-        frontier = nested.select("eid").join(callers, on="eid", how="semi")
-        found = [frontier]
-        for _ in range(256):
-            frontier = frontier.join(parent, on="eid").select(eid="parent_eid").unique()
-            if frontier.is_empty():
-                break
-            found.append(frontier)
-        flagged = pl.concat(found).unique().with_columns(_up=pl.lit(True))
-        out = out.join(flagged, on="eid", how="left", maintain_order="left")
-        out = out.join(flagged.select(parent_eid="eid", _around="_up"), on="parent_eid", how="left",
-                       maintain_order="left")
+    The callers' ancestors (up to 256 levels) are flagged by `walks.flag_callers`."""
+    out = flag_callers(nested.select("eid", "role", "name", "parent_eid"), nested, callers)
     out = out.with_columns(
         launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
     return out.select("eid", "role", pl.col("name").cast(TEXT), "launches").join(

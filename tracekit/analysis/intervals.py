@@ -38,9 +38,11 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.analysis.order import sort_order
+from tracekit.analysis.stab import stab, stab_rows  # noqa: F401  (re-exported, beside the other interval passes)
 from tracekit.model import ENGINE, I64_MAX, I64_MIN
+from tracekit.native import kernels
 
 I64 = pl.Int64
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")
@@ -222,8 +224,12 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
     if queries.is_empty() or intervals.is_empty():
         return pl.DataFrame(schema=out_schema)
     (ivs, qs), on = _one_key([intervals.lazy().select(*on, start, end), queries.lazy()], on)
-    if native.enabled():
-        return _covered_native(ivs, qs, on, start, end, whole).cast(out_schema)
+    return _covered(ivs, qs, on, start, end, whole).cast(out_schema)
+
+
+def _covered_joins(ivs: pl.LazyFrame, qs: pl.LazyFrame, on: list[str], start: str, end: str,
+                   whole: bool) -> pl.DataFrame:
+    """`covered_ns` by two as-of joins per query against the merged runs (the reference)."""
     keys = on or [_KEY]
     merged = _keyed(union_plan(ivs, on, start, end).drop_nulls(on), on)
     queries = _keyed(qs.filter(pl.col("q_end_ns") > pl.col("q_start_ns")).drop_nulls(on), on)
@@ -250,70 +256,26 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
         part = pl.col("_cum").fill_null(0) - pl.col("_c1") + pl.when(first_in).then(
             pl.col("_e1") - pl.col("_s1")).otherwise(0)
     found = q.filter(count > 0).select("qid", part=part)
-    return found.group_by("qid").agg(covered_ns=pl.col("part").sum()).cast(out_schema).collect(engine=ENGINE)
+    return found.group_by("qid").agg(covered_ns=pl.col("part").sum()).collect(engine=ENGINE)
 
 
 def _covered_native(ivs: pl.LazyFrame, qs: pl.LazyFrame, on: list[str], start: str, end: str,
                     whole: bool) -> pl.DataFrame:
     """`covered_ns` by the C pass (`covered`): the same runs (`union_plan`'s), found per
-    query by binary search instead of two as-of joins. The four calls of `gaps` (best of
-    5; of 2 on the 1 GB trace): 0.49-0.50 s against 0.61-0.63 s on the 1 GB trace (most of
-    it now the keys' coding and the sorts), 25-26 ms against 38-40 ms on the 54 MB trace,
-    7.5-10 ms against 18-25 ms on a fixture of 29 events."""
+    query by binary search instead of two as-of joins."""
     group = pl.col(on[0]).cast(I64) if on else pl.lit(0, I64)
     rows = ivs.select(_g=group, _s=pl.col(start).cast(I64), _e=pl.max_horizontal(start, end).cast(I64)).drop_nulls(
     ).sort("_g", "_s")
     asked = qs.filter(pl.col("q_end_ns") > pl.col("q_start_ns")).select(
         "qid", _g=group, _qs=pl.col("q_start_ns").cast(I64), _qe=pl.col("q_end_ns").cast(I64)).drop_nulls("_g")
     rows, asked = pl.collect_all([rows, asked], engine=ENGINE)
-    part, hit = map(native.series, native.slices.covered(
-        tuple(native.arrow(rows[c]) for c in ("_g", "_s", "_e")),
-        tuple(native.arrow(asked[c]) for c in ("_g", "_qs", "_qe")), whole))
+    part, hit = kernels.covered(tuple(rows[c] for c in ("_g", "_s", "_e")),
+                                tuple(asked[c] for c in ("_g", "_qs", "_qe")), whole)
     found = asked.select("qid").with_columns(part=part).filter(hit == 1)
     return found.group_by("qid").agg(covered_ns=pl.col("part").sum())
 
 
-def stab(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: str = "ts_ns",
-         end: str = "end_ns") -> pl.DataFrame:
-    """Every (point, slice) pair with `start <= at < end`: the columns of both frames, in
-    the points' order and, for one point, the slices'.
-
-    Columns present in both get the suffix `_right` on the slice side. In C (`stab`: one
-    sweep in time order) when the C passes are built, else a `join_where` (the reference):
-    on the 1 GB trace's 535k GPU activities and 49k annotations (680k pairs) the sweep took
-    0.06-0.12 s, the join 0.54 s (0.68-0.73 s with its pairs put in order).
-    """
-    suffixed = {c: f"{c}_right" for c in slices.columns if c in points.columns}
-    if points.is_empty() or slices.is_empty():
-        return pl.DataFrame(schema={**points.schema, **{suffixed.get(c, c): t for c, t in slices.schema.items()}})
-    p, s = stab_rows(points, slices, at=at, start=start, end=end)
-    return pl.concat([points.gather(p), slices.gather(s).rename(suffixed)], how="horizontal")
-
-
-def stab_rows(points: pl.DataFrame, slices: pl.DataFrame, *, at: str = "t", start: str = "ts_ns",
-              end: str = "end_ns") -> tuple[pl.Series, pl.Series]:
-    """The rows (point, slice) of `stab`'s pairs, in its order: a caller that keeps a few of
-    the pairs, or a few columns, gathers only those."""
-    if points.is_empty() or slices.is_empty():
-        return pl.Series("p", [], I64), pl.Series("s", [], I64)
-    if native.enabled():
-        return _stab_native(points, slices, at=at, start=start, end=end)
-    p_row, s_row = "__stab_point", "__stab_slice"
-    pairs = points.select(pl.col(at)).with_row_index(p_row).join_where(
-        slices.select(start, end).with_row_index(s_row), pl.col(at) >= pl.col(start), pl.col(at) < pl.col(end))
-    pairs = pairs.sort(p_row, s_row)
-    return pairs[p_row].cast(I64).rename("p"), pairs[s_row].cast(I64).rename("s")
-
-
-def _stab_native(points: pl.DataFrame, slices: pl.DataFrame, *, at: str, start: str,
-                 end: str) -> tuple[pl.Series, pl.Series]:
-    """The rows (point, slice) of `stab`'s pairs, in its order, by the C sweep."""
-    pts = points.select(pl.col(at).cast(I64)).with_row_index("__row").drop_nulls(at).sort(at, "__row")
-    sls = slices.select(pl.col(start).cast(I64), pl.col(end).cast(I64)).with_row_index("__row").drop_nulls().sort(start, "__row")
-    pi, si = map(native.series, native.slices.stab((native.arrow(sls[start]), native.arrow(sls[end])),
-                                                   (native.arrow(pts[at]),)))
-    rows = pl.DataFrame({"p": pts["__row"].cast(I64).gather(pi), "s": sls["__row"].cast(I64).gather(si)}).sort("p", "s")
-    return rows["p"], rows["s"]
+_covered = native.register("covered_ns", c=_covered_native, reference=_covered_joins)
 
 
 def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], at: str = "t",
@@ -329,8 +291,12 @@ def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], 
     cols = [c for c in slices.columns if c not in keys]
     if points.is_empty() or slices.is_empty():
         return pl.DataFrame(schema={**points.schema, **{c: slices.schema[c] for c in cols}})
-    if native.enabled():
-        return _innermost_native(points, slices, keys, cols, at=at, start=start, end=end, length=length, order=order)
+    return _innermost(points, slices, keys, cols, at=at, start=start, end=end, length=length, order=order)
+
+
+def _innermost_steps(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str], cols: list[str], *, at: str,
+                     start: str, end: str, length: str, order: str) -> pl.DataFrame:
+    """`innermost` by an as-of join and binary lifting over the slices' ends (the reference)."""
     # ascending order in which the pick is the *last* candidate (nulls of length/order last: they win ties)
     rows = slices.drop_nulls([*keys, start, end]).sort(
         [*keys, start, length, order], descending=[False] * len(keys) + [False, True, False], nulls_last=True
@@ -377,15 +343,15 @@ def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str
     by = sort_order(keyed, "_g", maintain_order=True) if keyed[start].is_sorted() else sort_order(keyed, "_g", start)
     pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
     del group
-    found = native.slices.innermost(
-        (*(native.arrow(keyed[c]) for c in ("_g", start, end, "_len", "_ord")), native.arrow(by)),
-        (native.arrow(pts["_g"]), native.arrow(pts["_t"])))
+    pick = kernels.innermost((*(keyed[c] for c in ("_g", start, end, "_len", "_ord")), by), (pts["_g"], pts["_t"]))
     del keyed, by
-    pick = native.series(found, "_i")
     found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
     picked = rows.select(cols).gather(found["_i"])
     taken = points.gather(found["_pt"])
     return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
+
+
+_innermost = native.register("innermost", c=_innermost_native, reference=_innermost_steps)
 
 
 def _codes(schema: Mapping[str, pl.DataType]) -> bool:
@@ -407,8 +373,7 @@ def _group_numbers(first: pl.DataFrame, second: pl.DataFrame) -> pl.Series:
     """One Int64 per row of `first` then of `second` (frames of the same key columns, no
     nulls), equal where the keys are equal. Up to two text columns held as codes
     (`model.TEXT`: a thread's pid and tid) or one integer column give their numbers as they
-    are (the codes side by side in one number); other keys are ranked (the rank of the 1 GB
-    trace's 1.36M ops and their 0.6M points took 59 MiB over the frames)."""
+    are (the codes side by side in one number); other keys are ranked."""
     schema = first.schema
     if _codes(schema):
         number = _code_number(schema)

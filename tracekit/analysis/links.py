@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.analysis.nesting import OpTree, in_time_order, rows_of, tree_of, with_parents
 from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, WARNINGS_SCHEMA, Trace
+from tracekit.native import kernels
 
 LAUNCH_COLUMNS = {
     "launch_eid": pl.Int64,
@@ -121,13 +122,25 @@ def _containing_op(calls: pl.DataFrame, tree: OpTree, *, max_depth: int = 64) ->
     right = ops.select("pid", "tid", pl.col("ts_ns").alias("_t"), pl.col("eid").alias("_cand")).sort("_t")
     left = calls.select("eid", "pid", "tid", "end_ns", pl.col("ts_ns").alias("_t")).sort("_t")
     cand = left.join_asof(right, on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
-    rows = tree.parent_rows if native.enabled() and not ops["end_ns"].null_count() else None
-    if rows is not None:  # one C walk up per call (`up_until`); a call without an end is in no op
-        at = cand.filter(pl.col("end_ns").is_not_null())
-        hit = native.slices.up_until((native.arrow(rows), native.arrow(ops["end_ns"])),
-                                     native.arrow(rows_of(ops, at["_cand"])), native.arrow(at["end_ns"]), max_depth)
-        found = at.select("eid", _r=native.series(hit)).filter(pl.col("_r") >= 0)
-        return found.select("eid", _c_eid=ops["eid"].gather(found["_r"]))
+    return _climb_to_op(cand, tree, max_depth)
+
+
+def _climb_native(cand: pl.DataFrame, tree: OpTree, max_depth: int) -> pl.DataFrame | None:
+    """`_containing_op`'s climb by one C walk up per call (`up_until`); None (the joins
+    climb) when an op has no end or an eid repeats."""
+    ops = tree.frame
+    rows = None if ops["end_ns"].null_count() else tree.parent_rows
+    if rows is None:
+        return None
+    at = cand.filter(pl.col("end_ns").is_not_null())  # a call without an end is in no op
+    hit = kernels.up_until(rows, ops["end_ns"], rows_of(ops, at["_cand"]), at["end_ns"], max_depth)
+    found = at.select("eid", _r=hit).filter(pl.col("_r") >= 0)
+    return found.select("eid", _c_eid=ops["eid"].gather(found["_r"]))
+
+
+def _climb_joins(cand: pl.DataFrame, tree: OpTree, max_depth: int) -> pl.DataFrame:
+    """`_containing_op`'s climb by a join per level (the reference)."""
+    ops = tree.frame
     spans = ops.select(pl.col("eid").alias("_cand"), pl.col("end_ns").alias("_cend"), pl.col("parent_eid").alias("_up"))
     found = []
     for _ in range(max_depth):
@@ -138,6 +151,9 @@ def _containing_op(calls: pl.DataFrame, tree: OpTree, *, max_depth: int = 64) ->
         if cand.is_empty():
             break
     return pl.concat(found) if found else pl.DataFrame(schema={"eid": pl.Int64, "_c_eid": pl.Int64})
+
+
+_climb_to_op = native.register("up_until", c=_climb_native, reference=_climb_joins)
 
 
 def gpu_links(trace: Trace, *, launches: pl.DataFrame | None = None,
@@ -198,3 +214,4 @@ def link_warnings(trace: Trace, *, launches: pl.DataFrame | None = None,
                      "message": f"{n:,} GPU row{'' if n == 1 else 's'} with no launching op: the External id "
                                 "names an op, but no launch call inside that op confirms it; left untied"})
     return pl.DataFrame(rows, schema=WARNINGS_SCHEMA)
+

@@ -15,10 +15,10 @@ the chosen predecessors, so ties break exactly as `nx.dag_longest_path` breaks t
 
 Both loops run in C (`_paths.c`, built with the package when a C compiler is there) and
 fall back to the Python loops here, which stay the reference: same answers, ties
-included, about ten times slower (the path over the 563k edges of a 250 MB trace's graph,
-best of 3: 244 ms in Python, lists included, and 23 ms in C). The C loops read the edge
-columns as Arrow arrays; only the Python loops turn them into lists. `TRACEKIT_NATIVE=0`
-turns the C loops off, as it does the native scanner.
+included, about ten times slower; sums beyond 64 bits are left to them. The C loops read
+the edge columns as Arrow arrays; only the Python loops turn them into lists.
+`TRACEKIT_NATIVE=0` turns the C loops off, as it does the native scanner
+(`tracekit.native` chooses, once).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.analysis.order import sort_order
+from tracekit.native import kernels
 
 if TYPE_CHECKING:
     from tracekit.analysis.graph import DepGraph
@@ -79,17 +80,14 @@ class EdgeOrder:
 
 def longest_weight(order: EdgeOrder, weights: pl.Series) -> int:
     """Weight of the longest path (0 for a graph without edges)."""
-    if native.enabled():
-        try:
-            return native.paths.longest_weight(*_columns(order, weights), order.nodes)
-        except OverflowError:  # sums beyond 64 bits: the Python loop has no such limit
-            pass
-    return _longest_weight(order, weights)
+    return _weight(order, weights)
 
 
-def _columns(order: EdgeOrder, weights: pl.Series) -> tuple[object, object, object]:
-    """The three edge columns as the C loops read them (Arrow C stream capsules)."""
-    return native.arrow(order.src), native.arrow(order.dst), native.arrow(weights)
+def _longest_weight_c(order: EdgeOrder, weights: pl.Series) -> int | None:
+    try:
+        return kernels.longest_weight(order.src, order.dst, weights, order.nodes)
+    except OverflowError:  # sums beyond 64 bits: the Python loop has no such limit
+        return None
 
 
 def _longest_weight(order: EdgeOrder, weights: pl.Series) -> int:
@@ -101,6 +99,9 @@ def _longest_weight(order: EdgeOrder, weights: pl.Series) -> int:
     return max(dist, default=0)
 
 
+_weight = native.register("longest_weight", c=_longest_weight_c, reference=_longest_weight)
+
+
 def longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[pl.Series, int]:
     """The nodes of the longest path (Int64, in path order), as `nx.dag_longest_path` would
     return them, and its weight (the same as `longest_weight`: one pass gives both).
@@ -109,13 +110,18 @@ def longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[pl.Series, int]:
     twice over (0.17 GB each), at the critical path's largest."""
     if not order.nodes:
         return pl.Series("node", [], dtype=I64), 0
-    if native.enabled():
-        try:
-            positions, weight = native.paths.longest_path(*_columns(order, weights), order.nodes)
-        except OverflowError:
-            pass
-        else:
-            return order.topo.gather(native.series(positions)).rename("node"), weight
+    return _path(order, weights)
+
+
+def _longest_path_c(order: EdgeOrder, weights: pl.Series) -> tuple[pl.Series, int] | None:
+    try:
+        positions, weight = kernels.longest_path(order.src, order.dst, weights, order.nodes)
+    except OverflowError:
+        return None
+    return order.topo.gather(positions).rename("node"), weight
+
+
+def _longest_path_py(order: EdgeOrder, weights: pl.Series) -> tuple[pl.Series, int]:
     nodes, weight = _longest_path(order, weights)
     return pl.Series("node", nodes, dtype=I64), weight
 
@@ -143,3 +149,6 @@ def _longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[list[int], int]
         path.append(back[path[-1]])
     topo = order.topo.to_list()
     return [topo[p] for p in reversed(path)], dist[end]
+
+
+_path = native.register("longest_path", c=_longest_path_c, reference=_longest_path_py)

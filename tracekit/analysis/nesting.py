@@ -23,7 +23,7 @@ defined one whose parent may not contain the child.
 After the sort, one pass per thread in C (`_slices.c`, built with the package when a C
 compiler is there) gives the same depth and parent with two counters and a last-row-per-
 depth table; the Polars joins below stay the reference and run without it, when a time or
-eid is null, or with `TRACEKIT_NATIVE=0`.
+eid is null, or with `TRACEKIT_NATIVE=0` (`tracekit.native` chooses).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis import native
+from tracekit import native
 from tracekit.model import I64_MIN
+from tracekit.native import kernels
 
 KEYS = ["pid", "tid"]
 _NATIVE_COLS = ("_g", "ts_ns", "dur_ns", "end_ns", "eid")
@@ -48,15 +49,24 @@ def with_parents(ops: pl.DataFrame) -> pl.DataFrame:
     """`ops` plus `depth` (0 = top level on its thread) and `parent_eid` (null at the top)."""
     if ops.is_empty():
         return ops.with_columns(depth=pl.lit(None, pl.Int64), parent_eid=pl.lit(None, pl.Int64))
+    return in_time_order(_placed(ops))
+
+
+def _placed_native(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """`ops` plus depth and parent_eid, in its own order, by the C pass (`_nest_native`)."""
+    placed = _nest_native(ops.select("eid", *KEYS, "ts_ns", "dur_ns", "end_ns"))
+    return None if placed is None else ops.with_columns(depth=placed[0], parent_eid=placed[1])
+
+
+def _placed_joins(ops: pl.DataFrame) -> pl.DataFrame:
+    """`ops` plus depth and parent_eid, in its own order, by the Polars joins (`_nest`)."""
+    # the work runs on the columns it needs; the answer joins back onto the rows (a wide
+    # frame sorted and joined three times cost more than the nesting itself)
     cols = ops.select("eid", *KEYS, "ts_ns", "dur_ns", "end_ns")
-    placed = _nest_native(cols) if native.enabled() else None
-    if placed is not None:
-        out = ops.with_columns(depth=placed[0], parent_eid=placed[1])
-    else:
-        # the work runs on the columns it needs; the answer joins back onto the rows (a wide
-        # frame sorted and joined three times cost more than the nesting itself)
-        out = ops.join(_nest(cols), on="eid", how="left", maintain_order="left")
-    return in_time_order(out)
+    return ops.join(_nest(cols), on="eid", how="left", maintain_order="left")
+
+
+_placed = native.register("nest", c=_placed_native, reference=_placed_joins)
 
 
 def in_time_order(frame: pl.DataFrame) -> pl.DataFrame:
@@ -82,16 +92,12 @@ def rows_of(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
     A trace's event ids are dense (0 to the event count), so with the C passes the lookup
     is a table indexed by eid (`_slices.rows`) rather than a hash join; the join stays the
     reference, and runs when the ids are sparse, null or repeated."""
-    found = _rows_native(frame["eid"], eids) if native.enabled() else None
-    if found is not None:
-        return found
-    rows = frame.select(_key="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64))
-    found = eids.rename("_key").to_frame().join(rows, on="_key", how="left", maintain_order="left")
-    return found["_row"].fill_null(-1)
+    return _rows(frame, eids)
 
 
-def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
+def _rows_native(frame: pl.DataFrame, eids: pl.Series) -> pl.Series | None:
     """`rows_of` by table (None: the keys are empty, null, sparse or repeated)."""
+    keys = frame["eid"]
     if keys.is_empty() or keys.null_count():
         return None
     low, high = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
@@ -99,8 +105,17 @@ def _rows_native(keys: pl.Series, eids: pl.Series) -> pl.Series | None:
     if span > DENSE * keys.len() + DENSE_SLACK or low == I64_MIN:
         return None
     queries = eids.cast(pl.Int64).fill_null(low - 1)  # below the table: absent
-    found = native.slices.rows(native.arrow(keys), native.arrow(queries), low, span)
-    return None if found is None else native.series(found, "_row")
+    return kernels.rows(keys, queries, low, span)
+
+
+def _rows_join(frame: pl.DataFrame, eids: pl.Series) -> pl.Series:
+    """`rows_of` by a join (the reference)."""
+    rows = frame.select(_key="eid", _row=pl.int_range(pl.len(), dtype=pl.Int64))
+    found = eids.rename("_key").to_frame().join(rows, on="_key", how="left", maintain_order="left")
+    return found["_row"].fill_null(-1)
+
+
+_rows = native.register("rows_of", c=_rows_native, reference=_rows_join)
 
 
 def parent_rows(nested: pl.DataFrame) -> pl.Series | None:
@@ -166,9 +181,9 @@ def _nest_native(cols: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
                           pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")).sort(
         keys[:3] if stable else keys, descending=descending[:3] if stable else descending, maintain_order=stable)
     perm = ordered["_row"]
-    depth, parent = native.slices.nest(*(native.arrow(ordered[c]) for c in _NATIVE_COLS))
+    depth, parent = kernels.nest(*(ordered[c] for c in _NATIVE_COLS))
     back = perm.arg_sort()  # row i of `cols` sits at back[i] in the sorted order
-    return native.series(depth, "depth").gather(back), native.series(parent, "parent_eid").gather(back)
+    return depth.gather(back), parent.gather(back)
 
 
 def _nest(ops: pl.DataFrame) -> pl.DataFrame:

@@ -71,11 +71,11 @@ def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """LOADER_VERSION plus a hash of the loader package's, the model's and the number
-    formatting's source (the warnings' wording; the native scanner's C source too, where it
-    is shipped)."""
+    formatting's source (the warnings' wording; the native scanner's C source and the Arrow
+    header it includes too, in tracekit/native/, where they are shipped)."""
     here = Path(__file__).resolve().parent
-    files = [*sorted(here.glob("*.py")), *sorted(here.glob("*.c")), here.parent / "model.py",
-             here.parent / "format.py"]
+    scanner = [f for f in (here.parent / "native" / n for n in ("_scan.c", "_arrow.h")) if f.exists()]
+    files = [*sorted(here.glob("*.py")), *scanner, here.parent / "model.py", here.parent / "format.py"]
     return files_digest(LOADER_VERSION, files, here.parent)
 
 

@@ -1,9 +1,9 @@
-"""The native scanner (`_scan.c`, built when a C compiler is there): a piece -> a batch.
+"""The native scanner (`tracekit/native/_scan.c`, built when a C compiler is there): a piece -> a batch.
 
 It makes the batch `tracekit.loader.batch.build_batch` makes, without a Python object per
 event, for pieces in the common shape of a trace; for anything else it returns None and
 the piece takes the Python path (msgspec structs), which stays the reference for every
-edge case. `TRACEKIT_NATIVE=0` in the environment turns it off.
+edge case. `TRACEKIT_NATIVE=0` in the environment turns it off (`tracekit.native.available`).
 
 Its columns' buffers are the scanner's own memory (`_scan.Buffer`), handed to Polars as
 one Arrow array a column through the PyCapsule interface (`frame`): no copy, where
@@ -14,7 +14,6 @@ write the streams, 0.61 s to read them).
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -22,14 +21,13 @@ from tracekit.loader import args as A
 from tracekit.loader import arrow as W
 from tracekit.loader.batch import FIELDS, GROUP_BY_PH, REST_ARGS, TYPED, WITH_ARGS_TEXT, WITH_PH
 from tracekit.loader.categories import X_KIND
+from tracekit.native import (
+    _scan,  # (None: built without a C compiler)
+    available,
+)
 
 if TYPE_CHECKING:
     import polars as pl
-
-try:
-    from tracekit.loader import _scan
-except ImportError:  # built without a C compiler
-    _scan = None
 
 _KIND_CODE = {"int": 0, "float": 1, "str": 2, "list": 3}
 _INDEX = {f: i for i, f in enumerate(A.ALL_KEYS)}
@@ -47,11 +45,6 @@ def _specs() -> dict[str, tuple]:
               key in REST_ARGS)
         for key, fields in FIELDS.items()
     }
-
-
-def available() -> bool:
-    """The scanner is built and not turned off."""
-    return _scan is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
 
 
 def native_batch(piece: bytes | memoryview, bare: bool = False) -> dict | None:

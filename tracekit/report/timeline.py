@@ -13,7 +13,8 @@ import math
 import polars as pl
 
 from tracekit import format as fmt
-from tracekit.analysis import native
+from tracekit import native
+from tracekit.native import kernels
 from tracekit.report.model import Band, Lane, Rect, Tick, Timeline
 
 LANE_H = 18.0
@@ -30,7 +31,6 @@ GPU_CLASSES = {
 CPU_CLASSES = {"sync": "blocking sync", "launch": "launch calls", "cpu": "CPU ops"}
 RUNS_SCHEMA = {"lane": pl.Int64, "x0": pl.Int64, "x1": pl.Int64, "cls": pl.String, "covered_ns": pl.Float64,
                "n": pl.Int64, "level": pl.Int64}
-RUNS_SCHEMA_NATIVE = ("x0", "x1", "code", "covered", "n", "level")  # what `_slices.pixels` returns
 
 
 def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
@@ -41,10 +41,12 @@ def pixel_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
     schema = RUNS_SCHEMA
     if iv.is_empty() or t1 <= t0:
         return pl.DataFrame(schema=schema)
-    if native.enabled():  # one lane in one C pass (`_slices.pixels`); this code stays the reference
-        runs = _native_runs(iv, t0, t1, width)
-        if runs is not None:
-            return runs
+    return _runs(iv, t0, t1, width)
+
+
+def _polars_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame:
+    """`pixel_runs` in Polars (the reference of the C pass `pixels`, which takes one lane)."""
+    schema = RUNS_SCHEMA
     # integer arithmetic in units of 1/width ns, so that every sum, comparison and rounding
     # below is exact: the same trace always draws the same runs (float sums grouped in
     # parallel differ in their last bits from run to run)
@@ -106,14 +108,16 @@ def _native_runs(iv: pl.DataFrame, t0: int, t1: int, width: int) -> pl.DataFrame
         names = text.unique().sort()
         codes = text.cast(pl.Enum(names)).to_physical()
     cols = (body["start_ns"], body["end_ns"], codes, body["prio"])
-    out = native.slices.pixels(tuple(map(native.arrow, cols)), t0, t1, width, max(names.len(), 1))
+    out = kernels.pixels(*cols, t0, t1, width, max(names.len(), 1))
     if out is None:
         return None
-    x0, x1, code, covered, n, level = (native.series(c, name) for c, name in zip(out, RUNS_SCHEMA_NATIVE))
-    runs = pl.DataFrame([x0, x1, code, covered, n, level]).select(
-        lane=pl.lit(lanes[0], pl.Int64), x0="x0", x1="x1", cls=names.gather(code), covered_ns=pl.col("covered") / width,
+    runs = out.select(
+        lane=pl.lit(lanes[0], pl.Int64), x0="x0", x1="x1", cls=names.gather(out["code"]), covered_ns=pl.col("covered") / width,
         n="n", level="level")
     return runs.cast(RUNS_SCHEMA)
+
+
+_runs = native.register("pixels", c=_native_runs, reference=_polars_runs)
 
 
 def ticks(t0: int, t1: int, width: int, label_w: float, origin: int | None = None) -> list[Tick]:

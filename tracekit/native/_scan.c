@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/_arrow.h"
+#include "_arrow.h"
 
 #define INT_NULL INT64_MIN
 #define MAX_US 9223372036854775LL
@@ -1055,7 +1055,7 @@ static PyBufferProcs buffer_procs = {(getbufferproc)buffer_get, NULL};
 static PySequenceMethods buffer_sequence = {.sq_length = (lenfunc)buffer_len};
 
 static PyTypeObject BufferType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.loader._scan.Buffer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.native._scan.Buffer",
     .tp_basicsize = sizeof(BufferObject),
     .tp_dealloc = (destructor)buffer_dealloc,
     .tp_as_sequence = &buffer_sequence,
