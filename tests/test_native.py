@@ -367,7 +367,7 @@ def _listed_frame(group) -> pl.DataFrame:
     decoder's batches are (`batch.frame`)."""
     from array import array
 
-    from tracekit.loader.arrow import FLOAT64, INT64, Columns
+    from tracekit.loader.decoded import FLOAT64, INT64, Columns
     from tracekit.loader.batch import frame
 
     columns = []

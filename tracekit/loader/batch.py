@@ -3,7 +3,7 @@
 Events are sorted into the frames they feed (by `ph`, and by category for complete
 events) with one pass over two lists; each group then takes only the fields its frame
 reads, and only its rows' `args` are decoded into typed structs (one msgspec call per
-group). A group's columns are Python lists (`arrow.Columns`), made Series by the thread
+group). A group's columns are Python lists (`decoded.Columns`), made Series by the thread
 that turns the batch into frames (`frame`), so the decoding thread never waits for Polars.
 
 Integer columns come as `<name>_i` when every value is an integer (the common case,
@@ -20,7 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from tracekit.loader import args as A
-from tracekit.loader import arrow as W
+from tracekit.loader import decoded as W
 from tracekit.loader.categories import X_KIND
 from tracekit.loader.events import (
     Counts,

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.loader import args as A
-from tracekit.loader.arrow import Columns
+from tracekit.loader.decoded import Columns
 from tracekit.loader.batch import WITH_ARGS_TEXT, Batch
 from tracekit.loader.batch import frame as listed_frame
 from tracekit.loader.categories import CATEGORY_MAP, GPU_CATS, KINETO_CATS, RUNTIME_CATS, normalise_category

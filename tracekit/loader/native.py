@@ -18,7 +18,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from tracekit.loader import args as A
-from tracekit.loader import arrow as W
+from tracekit.loader import decoded as W
 from tracekit.loader.batch import FIELDS, GROUP_BY_PH, REST_ARGS, TYPED, WITH_ARGS_TEXT, WITH_PH
 from tracekit.loader.categories import X_KIND
 from tracekit.native import (
