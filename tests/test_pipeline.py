@@ -10,6 +10,7 @@ import time
 import weakref
 from dataclasses import replace
 
+import polars as pl
 import pytest
 from test_graph import sync_stalled
 
@@ -152,6 +153,21 @@ def test_the_graph_is_gone_before_the_analyses_after_the_critical_path(trace, mo
     assert alive == [False, True]
     assert a.critical_path is not None and a.critical_path.graph is None
     assert kept.critical_path is not None and kept.critical_path.graph is not None
+
+
+def test_a_step_that_merges_gives_over_windows_what_it_gives_over_the_whole(trace):
+    """The windowed contract: a step with `merge`, run on each window of a split of the
+    trace's events, merges into its result on the whole trace."""
+    from tracekit.analysis.occupancy import occupancy
+
+    (step,) = [s for s in STEPS if s.name == "per_launch"]
+    assert step.merge is not None
+    gpu, devices = trace.gpu, trace.meta.devices
+    cut = int(gpu["ts_ns"].sort()[gpu.height // 2])
+    parts = [occupancy(gpu.filter(w), devices) for w in (pl.col("ts_ns") < cut, pl.col("ts_ns") >= cut)]
+    assert all(p.height for p in parts)  # (both windows hold launches)
+    assert step.merge(parts).sort("eid").equals(occupancy(gpu, devices).sort("eid"))
+    assert [s.name for s in STEPS if s.merge is not None] == ["per_launch"]  # (the others see the whole trace)
 
 
 def test_two_threads_unless_memory_is_short_or_the_trace_large(trace, monkeypatch):

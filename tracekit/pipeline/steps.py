@@ -8,6 +8,7 @@ every result before them. Each function is `(trace, options, inputs) -> result`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -89,6 +90,12 @@ def _no_whatifs() -> list[Any]:
     return []
 
 
+def concat_rows(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """The merge of a step whose result has one row per event of the window it saw (the
+    per-launch occupancy): over windows that split the events, the rows of each, in order."""
+    return pl.concat(list(parts))
+
+
 STEPS: tuple[Step, ...] = (
     Step("ops", lambda t, o, i: op_tree(t), kept=False),
     Step("launch_calls", lambda t, o, i: launch_ops(t, ops=i["ops"]), ("ops",), kept=False),
@@ -104,7 +111,7 @@ STEPS: tuple[Step, ...] = (
     Step("classes", lambda t, o, i: taxonomy.class_table(t.gpu, include_memory=True, classes=i["taxonomy"]),
          ("taxonomy",)),
     Step("tensor_core_share", lambda t, o, i: taxonomy.tensor_core_share(t.gpu, classes=i["taxonomy"]), ("taxonomy",)),
-    Step("per_launch", lambda t, o, i: occupancy(t.gpu, t.meta.devices), kept=False),
+    Step("per_launch", lambda t, o, i: occupancy(t.gpu, t.meta.devices), kept=False, merge=concat_rows),
     Step("occupancy", lambda t, o, i: occupancy_table(t.gpu, t.meta.devices, per_launch=i["per_launch"]),
          ("per_launch",)),
     Step("step_bounds", _step_bounds, kept=False),
