@@ -72,9 +72,6 @@ EXCEPTIONS = {
     # JSON); goes with the module above, when reading events is a layer below both
     ("tracekit.findings.annotate", "tracekit.loader.events"): "empties deep args as the loader does",
     ("tracekit.findings.annotate", "tracekit.loader.skip"): "skips invalid events as the loader does",
-    # the roofline section carries a finished SVG; goes when the report model carries the
-    # roofline's points and each renderer draws them
-    ("tracekit.report.extras", "tracekit.render.roofline_svg"): "draws the roofline into the model",
 }
 
 # `capture` (needs torch) is reached only through this lazy command

@@ -19,7 +19,7 @@ from tracekit.analysis.roofline_findings import roofline_findings
 from tracekit.analysis.work import work_of
 from tracekit.cli.main import cli
 from tracekit.errors import UsageError
-from tracekit.render.roofline_svg import roofline_svg
+from tracekit.report.roofline_chart import roofline_svg
 
 BF, F16, F32, I64 = "c10::BFloat16", "c10::Half", "float", "long int"
 

@@ -48,7 +48,7 @@ def roofline(trace: str, peak_tflops: float | None, peak_gbps: float | None, cei
     loading = Loading(trace)  # read while the analysis (and Polars) is imported
     from tracekit.analysis.roofline import roofline as analyse
     from tracekit.analysis.roofline_findings import roofline_findings
-    from tracekit.render.roofline_svg import roofline_svg
+    from tracekit.report.roofline_chart import roofline_svg
 
     given = {"peak_tflops": peak_tflops, "peak_gbps": peak_gbps}
     options.update({k: v for k, v in given.items() if v is not None})

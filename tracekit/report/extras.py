@@ -137,7 +137,7 @@ def roofline_section(a: Analysis, *, top: int) -> Section | None:
     rf = a.roofline
     if rf is None or rf.calls.is_empty():
         return None
-    from tracekit.render.roofline_svg import roofline_svg
+    from tracekit.report.roofline_chart import roofline_svg
 
     # the most time left on the table first (ties: the most GPU time, then the name), as the CLI lists them
     ops = rf.ops.sort(["time_lost_ns", "gpu_ns", "name"], descending=[True, True, False], nulls_last=True)
