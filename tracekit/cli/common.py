@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ import click
 from tracekit.cli.interrupts import python_handles_sigint
 from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
 from tracekit.cli.progress import Status
+from tracekit.render.text import clip, table  # noqa: F401  (the commands import them from here)
 from tracekit.loader import load
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 
@@ -209,25 +210,6 @@ def max_bytes() -> int:
 def emit_json(obj: Any) -> None:
     """Write JSON to stdout (stable key order as given, UTF-8)."""
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Sequence[int] = ()) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for n, r in enumerate(cells):
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append("  ".join(parts).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def clip(text: str | None, width: int = 70) -> str:
-    if text is None:
-        return ""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def format_from(output: str | None) -> str:

@@ -45,7 +45,7 @@ def report(trace: str, output: str | None, fmt: str | None, zoom: str | None, to
     try:
         loading = Loading(trace, status=status)
         # imported while the trace is read (they are not needed before)
-        import tracekit.pipeline  # (the analyses, run below)
+        import tracekit.pipeline  # noqa: F401  (the analyses, run below: imported while the trace is read)
         from tracekit.runtime.sizing import large
         from tracekit.report.build import Builder, ReportOptions, check_zoom
 
