@@ -23,10 +23,7 @@ LAYER_OF = {
     "tracekit.atomic": "base",
     "tracekit.sizes": "base",
     "tracekit.runtime": "runtime",
-    "tracekit.caches": "caches",
-    "tracekit.cache_writes": "caches",
-    "tracekit.loader.cache": "caches",
-    "tracekit.analysis_cache": "caches",
+    "tracekit.cache": "cache",  # beside the layers: loads and analyses through its folder
     "tracekit.loader": "loader",
     "tracekit.analysis": "analysis",
     "tracekit.info": "analysis",
@@ -47,15 +44,15 @@ _UNDER_RENDER = {"base", "analysis", "findings", "pipeline", "report"}
 ALLOWED = {
     "base": {"base"},
     "runtime": {"base", "runtime"},
-    "caches": {"base", "caches"},
-    "loader": {"base", "caches", "loader"},
+    "cache": {"base", "loader", "pipeline", "cache"},
+    "loader": {"base", "loader"},
     "analysis": {"base", "analysis"},
     "findings": {"base", "analysis", "findings"},
-    "pipeline": {"base", "caches", "analysis", "findings", "pipeline"},
+    "pipeline": {"base", "analysis", "findings", "pipeline"},
     "report": {"base", "analysis", "findings", "pipeline", "report"},
     "render": _UNDER_RENDER | {"render"},
-    "diff": _UNDER_RENDER | {"caches", "loader", "render", "diff"},
-    "batch": _UNDER_RENDER | {"caches", "loader", "render", "batch"},
+    "diff": _UNDER_RENDER | {"loader", "render", "diff"},
+    "batch": _UNDER_RENDER | {"cache", "loader", "render", "batch"},
     "cli": set(LAYER_OF.values()),
     "capture": {"capture"},
 }
@@ -160,6 +157,14 @@ def test_the_exceptions_still_exist():
     """An exception that was fixed comes off the list (so it cannot come back unnoticed)."""
     gone = sorted(set(EXCEPTIONS) - set(_against_the_table()))
     assert not gone, f"fixed, remove from EXCEPTIONS: {gone}"
+
+
+def test_only_the_cli_and_batch_use_the_cache():
+    """The library's `load` and `analyse` know nothing of the cache: it calls them."""
+    users = {own for own, allowed in ALLOWED.items() if "cache" in allowed} - {"cache"}
+    assert users == {"batch", "cli"}
+    hits = sorted({layer(m) for m, p in MODULES.items() for t in imports(p) if layer(t) == "cache"} - {"cache"})
+    assert hits == ["cli"]
 
 
 def test_no_torch_in_tracekit():

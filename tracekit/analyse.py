@@ -85,7 +85,6 @@ Progress = Callable[[str, int, int], None]
 
 
 def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: Progress | None = None,
-            cache: bool = False, cache_dir: str | os.PathLike[str] | None = None,
             before_findings: Callable[[Analysis], object] | None = None) -> Analysis:
     """Run every analysis on `trace` (pure: the trace is not modified).
 
@@ -94,34 +93,17 @@ def analyse(trace: Trace, *, options: AnalysisOptions | None = None, progress: P
 
     progress: called as `progress(name, done, total)` as each analysis ends (`name` the one
     that ended; `done` of `total` steps, the findings last), from
-    the thread that ran it; once as `progress("cache", 1, 1)` on a cache hit.
-    cache: reuse (and store) the result in `cache_dir` (default: the trace cache's folder,
-        `tracekit.loader.cache.cache_dir`), keyed by the trace's content, the options and
-        tracekit's code (`tracekit.analysis_cache`). Off by default: nothing is written
-        unless asked. Written before `analyse` returns, or, inside
-        `tracekit.cache_writes.writes_behind()`, on a background thread.
+    the thread that ran it.
     before_findings: called once, on the calling thread, with the analysis as it stands
         when every analysis but the findings is done (`findings` None, `notes` those so
         far), just before the findings run; it should return at once (a report starts
-        drawing on other threads there what does not read the findings). Not called on a
-        cache hit.
+        drawing on other threads there what does not read the findings).
+
+    `analyse` writes nothing: `tracekit.cache.Cache().analyse(trace)` reuses a result.
     """
     opts = options or AnalysisOptions()
-    if cache:
-        from tracekit import analysis_cache, cache_writes
-        from tracekit.loader.cache import cache_dir as default_cache_dir
-
-        directory = default_cache_dir(cache_dir)
-        key = analysis_cache.entry_key(trace, opts)
-        hit = analysis_cache.read(directory, key, trace)
-        if hit is not None:
-            if progress is not None:
-                progress("cache", 1, 1)
-            return hit
     with sharing():
         result = _analyse(trace, opts, _Steps(progress), before_findings)
-    if cache:
-        cache_writes.run(analysis_cache.write, directory, key, result)  # in line, unless inside `cache_writes.writes_behind()`
     return result
 
 
