@@ -1,9 +1,10 @@
 """One cache, in one package: the library's `load` and `analyse` take none and write nothing;
-the CLI goes through a `Cache` and writes under its one folder."""
+the CLI and the batch go through a `Cache` and write under its one folder."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 
 import pytest
@@ -11,6 +12,7 @@ from report_fixtures import decode_trace
 
 import tracekit
 from tracekit.analyse import analyse
+from tracekit.batch import run_batch
 from tracekit.cache import Cache
 from tracekit.cache.entries import ANALYSES
 from tracekit.cli.main import main
@@ -19,6 +21,7 @@ from tracekit.render.html import render_html
 from tracekit.report.build import build_report
 
 KEY = re.compile(r"^[0-9a-f]{32}$")
+RESULT = re.compile(r"^[0-9a-f]{64}\.json$")
 
 
 def written(folder) -> list[str]:
@@ -71,7 +74,18 @@ def test_a_cache_loads_and_analyses_through_its_folder(tmp_path, monkeypatch):
     assert not cache.folder.exists()
 
 
-def test_report_writes_its_entries_under_the_one_folder(tmp_path, xdg):
+def test_batch_results_are_a_cache_s(tmp_path):
+    results = Cache(tmp_path / "c").results()
+    digest = "ab" * 32
+    assert results.get(digest, "v1") is None
+    results.put(digest, {"summary": {"x": 1}, "fingerprint": "v1", "report_html": "<p>", "cacheable": True})
+    assert results.get(digest, "v1") == {"summary": {"x": 1}, "fingerprint": "v1"}
+    assert results.get(digest, "v2") is None  # made by another tracekit
+    assert results.hashes() == {digest}
+    assert written(tmp_path / "c") == [f"{digest}.json"]
+
+
+def test_report_and_batch_write_their_entries_under_the_one_folder(tmp_path, xdg):
     path = decode_trace(2).write(tmp_path / "t.json.gz")
     assert main(["report", str(path), "--no-cache", "-o", str(tmp_path / "a.md")]) == 0
     assert written(xdg) == []  # --no-cache: nothing
@@ -79,3 +93,21 @@ def test_report_writes_its_entries_under_the_one_folder(tmp_path, xdg):
     after_report = written(xdg)
     assert {f.split("/")[0] for f in after_report} - {ANALYSES} and any(f.startswith(ANALYSES + "/") for f in after_report)
     assert all(KEY.match(f.split("/")[1 if f.startswith(ANALYSES + "/") else 0]) for f in after_report)
+
+    out = tmp_path / "out"
+    assert main(["batch", str(path), "-o", str(out), "--jobs", "1", "--cache-dir", str(xdg)]) == 0
+    added = sorted(set(written(xdg)) - set(after_report))
+    assert len(added) == 1 and RESULT.match(added[0])
+    assert json.loads((xdg / added[0]).read_text())["summary"]
+    assert not (out / ".cache").exists()  # the batch's results are in the folder it was given only
+    again = run_batch([path], out_dir=tmp_path / "out2", jobs=1, cache=Cache(xdg))
+    assert (again.analysed, again.cached) == (0, 1)  # served from the one folder
+
+
+def test_batch_keeps_its_results_beside_its_outputs_by_default(tmp_path, xdg):
+    path = decode_trace(1).write(tmp_path / "t.json.gz")
+    out = tmp_path / "out"
+    assert main(["batch", str(path), "-o", str(out), "--jobs", "1"]) == 0
+    assert Cache.beside(out).folder == out / ".cache"
+    assert [RESULT.match(f) is not None for f in written(out / ".cache")] == [True]
+    assert written(xdg) == []

@@ -5,10 +5,11 @@
   while the file is unchanged;
 - finished analyses (`cache.analyses`, under `analyses/`): `cache.analyse(trace)` is
   `tracekit.analyse(trace)`, read back while the trace, the options and tracekit are unchanged;
+- a batch's results (`cache.results`, `<sha256>.json`): `cache.results()`;
 - the report's compiled templates (`cache.templates`, a folder the HTML renderer is given).
 
-The library's `load` and `analyse` know nothing of it and write nothing: the CLI builds
-one `Cache` and goes through it. Written entries count towards one size
+The library's `load` and `analyse` know nothing of it and write nothing: the CLI and
+`run_batch` build one `Cache` and go through it. Written entries count towards one size
 limit (`cache.entries`). Inside `writes.writes_behind()` (the `tracekit` command) the
 entries are written on a background thread while the command goes on.
 """
@@ -28,16 +29,25 @@ if TYPE_CHECKING:  # (Polars loads with the analyses, not with this module)
     from collections.abc import Callable
 
     from tracekit.analyse import Analysis, AnalysisOptions
+    from tracekit.cache.results import Results
     from tracekit.loader import Progress
     from tracekit.model import Trace
 
 __all__ = ["Cache", "default_folder"]
+
+OUTPUT_FOLDER = ".cache"  # a batch's cache in its output folder, unless it is given one
+
 
 class Cache:
     """One cache folder, and loading and analysing through it."""
 
     def __init__(self, folder: str | os.PathLike[str] | None = None) -> None:
         self.folder = Path(folder) if folder is not None else default_folder()
+
+    @classmethod
+    def beside(cls, out_dir: str | os.PathLike[str]) -> Cache:
+        """The cache a batch writing to `out_dir` keeps when given none: `out_dir/.cache`."""
+        return cls(Path(out_dir) / OUTPUT_FOLDER)
 
     def __repr__(self) -> str:
         return f"Cache({str(self.folder)!r})"
@@ -46,6 +56,12 @@ class Cache:
     def templates(self) -> Path:
         """Where the report's compiled templates are kept (`render.html.render_html(template_cache=)`)."""
         return self.folder / "templates"
+
+    def results(self) -> Results:
+        """The batch result entries of this folder (`cache.results`; the folder is created)."""
+        from tracekit.cache.results import Results
+
+        return Results(self.folder)
 
     def load(self, path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, workers: int | None = None,
              progress: Progress | None = None, lean: bool = False) -> Trace:
