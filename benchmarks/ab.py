@@ -15,7 +15,7 @@ printed, with the CPU time (user + system, every thread) of the same span, which
 neighbour inflates less than the wall time. Jobs, each in a fresh process with the
 `tracekit` command's allocator settings (`tracekit.runtime`; not its collector threshold):
 
-  load      tracekit.load(trace, cache=False): seconds of the call
+  load      tracekit.load(trace): seconds of the call
   analyse   the load, then analyse(): seconds of analyse() alone
   report    `python -m tracekit report TRACE --no-cache -o FILE`: wall seconds, imports included
             (its CPU time: the whole process's)
@@ -66,7 +66,7 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 t, c = time.perf_counter(), cpu()
-trace = tracekit.load(path, cache=False)
+trace = tracekit.load(path)  # (no cache, in this revision as in older ones)
 if job == "analyse":
     try:
         from tracekit.pipeline import analyse

@@ -15,8 +15,8 @@ Ways:
                     (tracekit.runtime: freed memory handed back promptly)
   tracekit-serial   tracekit.load(path, workers=0): one thread decodes
   tracekit-python   the Python path only (TRACEKIT_NATIVE=0): msgspec on the main thread
-  tracekit-cached   tracekit.load(path, cache=True), the cache filled by an earlier child
-  reanalysis        tracekit.load(path, cache=True) then analyse(trace, cache=True): both
+  tracekit-cached   Cache(folder).load(path), the cache filled by an earlier child
+  reanalysis        Cache(folder).load(path) then Cache(folder).analyse(trace): both
                     from the caches an earlier child filled (the trace's and the analysis's)
   msgspec           gunzip + msgspec decode into gc=False structs, args raw: the floor for
                     any loader that must look at every event
@@ -68,12 +68,13 @@ if way.startswith("tracekit") or way == "reanalysis":
     import tracekit
     # `import tracekit` is lazy, and the loader imports Polars only once it reads: import
     # both before the clock starts (a script pays for them at its imports)
+    import tracekit.cache
     import tracekit.loader
     import tracekit.loader.columns
     import tracekit.model
 if way == "reanalysis":
-    from tracekit.pipeline import analyse
-    import tracekit.analysis_cache
+    import tracekit.cache.analyses
+    import tracekit.pipeline
 elif way == "msgspec":
     import msgspec
     from typing import Any
@@ -86,10 +87,10 @@ if way in ("tracekit", "tracekit-cli", "tracekit-python"):
 elif way == "tracekit-serial":
     n = tracekit.load(path, workers=0).meta.event_count
 elif way == "tracekit-cached":
-    n = tracekit.load(path, cache=True, cache_dir=extra["cache_dir"]).meta.event_count
+    n = tracekit.Cache(extra["cache_dir"]).load(path).meta.event_count
 elif way == "reanalysis":
-    trace = tracekit.load(path, cache=True, cache_dir=extra["cache_dir"])
-    n = analyse(trace, cache=True, cache_dir=extra["cache_dir"]).trace.meta.event_count
+    trace = tracekit.Cache(extra["cache_dir"]).load(path)
+    n = tracekit.Cache(extra["cache_dir"]).analyse(trace).trace.meta.event_count
 elif way == "json":
     doc = json.loads(read_source(path).data)
     n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)

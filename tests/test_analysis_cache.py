@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from report_fixtures import decode_trace
 
 import tracekit
-from tracekit import analysis_cache
+from tracekit.cache import Cache, entries
+from tracekit.cache import analyses as analysis_cache
 from tracekit.pipeline import Analysis, AnalysisOptions, analyse
 from tracekit.cli.main import main
-from tracekit.loader import cache as trace_cache
 from tracekit.model import DERIVED_FROM_TRACE
 from tracekit.render.html import render_html
 from tracekit.render.json import render_json
@@ -74,10 +74,10 @@ def entry_dirs(cache: Path) -> list[Path]:
 
 def test_round_trip_equals_a_fresh_analysis(decoded, tmp_path):
     fresh = analyse(decoded)
-    stored = analyse(decoded, cache=True, cache_dir=tmp_path)  # a miss: analyses and stores
+    stored = Cache(tmp_path).analyse(decoded)  # a miss: analyses and stores
     [entry] = entry_dirs(tmp_path)
     assert (entry / "analysis.json").is_file() and list(entry.glob("f*.arrow"))
-    hit = analyse(decoded, cache=True, cache_dir=tmp_path)
+    hit = Cache(tmp_path).analyse(decoded)
     assert hit.trace is decoded
     same(dataclasses.replace(fresh, trace=None), dataclasses.replace(hit, trace=None))
     same(dataclasses.replace(stored, trace=None), dataclasses.replace(hit, trace=None))
@@ -85,11 +85,11 @@ def test_round_trip_equals_a_fresh_analysis(decoded, tmp_path):
 
 
 def test_a_hit_runs_no_analysis(decoded, tmp_path, monkeypatch):
-    analyse(decoded, cache=True, cache_dir=tmp_path)
+    Cache(tmp_path).analyse(decoded)
     calls = []
-    monkeypatch.setattr("tracekit.analyse._analyse", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("tracekit.pipeline.run_steps", lambda *a, **k: calls.append(1))
     seen = []
-    hit = analyse(decoded, cache=True, cache_dir=tmp_path, progress=lambda *a: seen.append(a))
+    hit = Cache(tmp_path).analyse(decoded, progress=lambda *a: seen.append(a))
     assert isinstance(hit, Analysis) and calls == []
     assert seen == [("cache", 1, 1)]
 
@@ -119,16 +119,16 @@ def test_key_follows_content_order_options_and_code(decoded, monkeypatch):
 
 
 def read_tree(tree: Path) -> dict:
-    return json.loads(trace_cache.read_index(tree))
+    return json.loads(entries.read_index(tree))
 
 
 def write_tree(tree: Path, doc: dict | str) -> None:
     """An index with a good checksum: the checks after it are what is tested."""
-    tree.write_bytes(trace_cache.index_bytes((doc if isinstance(doc, str) else json.dumps(doc)).encode()))
+    tree.write_bytes(entries.index_bytes((doc if isinstance(doc, str) else json.dumps(doc)).encode()))
 
 
 def test_an_entry_of_other_code_is_not_used(decoded, tmp_path, monkeypatch):
-    analyse(decoded, cache=True, cache_dir=tmp_path)
+    Cache(tmp_path).analyse(decoded)
     [entry] = entry_dirs(tmp_path)
     doc = read_tree(entry / "analysis.json")
     doc["version"] = "0" * 16
@@ -138,7 +138,7 @@ def test_an_entry_of_other_code_is_not_used(decoded, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["tree", "frame gone", "frame truncated", "foreign class", "extra field"])
 def test_damaged_entry_is_ignored_and_rewritten(decoded, tmp_path, damage):
-    fresh = analyse(decoded, cache=True, cache_dir=tmp_path)
+    fresh = Cache(tmp_path).analyse(decoded)
     [entry] = entry_dirs(tmp_path)
     tree = entry / "analysis.json"
     frame = min(entry.glob("f*.arrow"))
@@ -155,7 +155,7 @@ def test_damaged_entry_is_ignored_and_rewritten(decoded, tmp_path, damage):
         doc["tree"]["fields"].append(["surprise", 1])
         write_tree(tree, doc)
     assert analysis_cache.read(tmp_path, entry.name, decoded) is None
-    again = analyse(decoded, cache=True, cache_dir=tmp_path)  # analyses again and stores a good entry
+    again = Cache(tmp_path).analyse(decoded)  # analyses again and stores a good entry
     same(dataclasses.replace(fresh, trace=None), dataclasses.replace(again, trace=None))
     hit = analysis_cache.read(tmp_path, entry.name, decoded)
     assert hit is not None
@@ -177,7 +177,7 @@ def test_not_stored_notes_graph_or_unknown_values(decoded, tmp_path):
 def test_unwritable_cache_folder_still_analyses(decoded, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = analyse(decoded, cache=True, cache_dir=blocker)
+    result = Cache(blocker).analyse(decoded)
     same(dataclasses.replace(analyse(decoded), trace=None), dataclasses.replace(result, trace=None))
 
 
@@ -224,7 +224,7 @@ def test_cli_report_second_run_reads_the_analysis_from_the_cache(tmp_path, monke
     assert main(["report", str(path), "--cache", "-o", str(tmp_path / "a.md")]) == 0
     cache = tmp_path / "xdg" / "tracekit"
     assert len(entry_dirs(cache)) == 1
-    monkeypatch.setattr("tracekit.analyse._analyse", lambda *a, **k: pytest.fail("analysed again"))
+    monkeypatch.setattr("tracekit.pipeline.run_steps", lambda *a, **k: pytest.fail("analysed again"))
     assert main(["report", str(path), "--cache", "-o", str(tmp_path / "b.md")]) == 0
     assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
     # --no-cache neither reads nor writes an entry
@@ -241,10 +241,10 @@ def test_cli_report_second_run_reads_the_analysis_from_the_cache(tmp_path, monke
                                   "a100_dlrm_6streams_rank0.json.gz"])
 def test_real_trace_round_trip(name, tmp_path):
     trace = tracekit.load(real_trace(name))
-    fresh = analyse(trace, cache=True, cache_dir=tmp_path)
+    fresh = Cache(tmp_path).analyse(trace)
     assert len(entry_dirs(tmp_path)) == 1
-    tracekit.load(real_trace(name), cache=True, cache_dir=tmp_path)  # fills the trace cache
-    reloaded = tracekit.load(real_trace(name), cache=True, cache_dir=tmp_path)  # read from it
+    Cache(tmp_path).load(real_trace(name))  # fills the trace cache
+    reloaded = Cache(tmp_path).load(real_trace(name))  # read from it
     hit = analysis_cache.read(tmp_path, analysis_cache.entry_key(reloaded, fresh.options), reloaded)
     assert hit is not None  # the trace read back from its cache has the same key
     same(dataclasses.replace(fresh, trace=None), dataclasses.replace(hit, trace=None))

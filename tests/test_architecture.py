@@ -23,10 +23,7 @@ LAYER_OF = {
     "tracekit.atomic": "base",
     "tracekit.sizes": "base",
     "tracekit.runtime": "runtime",
-    "tracekit.caches": "caches",
-    "tracekit.cache_writes": "caches",
-    "tracekit.loader.cache": "caches",
-    "tracekit.analysis_cache": "caches",
+    "tracekit.cache": "cache",  # beside the layers: loads and analyses through its folder
     "tracekit.native": "native",  # the C parts and the one choice of C or reference
     "tracekit.loader": "loader",
     "tracekit.analysis": "analysis",
@@ -48,16 +45,16 @@ _UNDER_RENDER = {"base", "analysis", "findings", "pipeline", "report"}
 ALLOWED = {
     "base": {"base"},
     "runtime": {"base", "pipeline", "runtime"},  # (chooses the pipeline's runner for the command)
-    "caches": {"base", "caches"},
+    "cache": {"base", "loader", "pipeline", "cache"},
     "native": {"base", "native"},
-    "loader": {"base", "caches", "native", "loader"},
+    "loader": {"base", "native", "loader"},
     "analysis": {"base", "native", "analysis"},
     "findings": {"base", "analysis", "findings"},
     "pipeline": {"base", "analysis", "findings", "pipeline"},
     "report": {"base", "native", "analysis", "findings", "pipeline", "report"},
     "render": _UNDER_RENDER | {"render"},
-    "diff": _UNDER_RENDER | {"caches", "loader", "render", "diff"},
-    "batch": _UNDER_RENDER | {"caches", "loader", "render", "batch"},
+    "diff": _UNDER_RENDER | {"loader", "render", "diff"},
+    "batch": _UNDER_RENDER | {"cache", "loader", "render", "batch"},
     "cli": set(LAYER_OF.values()),
     "capture": {"capture"},
 }
@@ -156,6 +153,14 @@ def test_the_exceptions_still_exist():
     """An exception that was fixed comes off the list (so it cannot come back unnoticed)."""
     gone = sorted(set(EXCEPTIONS) - set(_against_the_table()))
     assert not gone, f"fixed, remove from EXCEPTIONS: {gone}"
+
+
+def test_only_the_cli_and_batch_use_the_cache():
+    """The library's `load` and `analyse` know nothing of the cache: it calls them."""
+    users = {own for own, allowed in ALLOWED.items() if "cache" in allowed} - {"cache"}
+    assert users == {"batch", "cli"}
+    hits = sorted({layer(m) for m, p in MODULES.items() for t in imports(p) if layer(t) == "cache"} - {"cache"})
+    assert hits == ["batch", "cli"]
 
 
 def test_no_torch_in_tracekit():

@@ -16,10 +16,10 @@ import pytest
 from report_fixtures import decode_trace
 
 import tracekit
-from tracekit import analysis_cache
-from tracekit.pipeline import analyse
+from tracekit.cache import Cache
+from tracekit.cache import analyses as analysis_cache
+from tracekit.cache import traces as trace_cache
 from tracekit.errors import CacheWarning
-from tracekit.loader import cache as trace_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -40,8 +40,8 @@ def sweep(kind: str, cache: Path, trace_path: Path) -> dict:
     from test_analysis_cache import same
 
     trace = tracekit.load(trace_path)
-    fresh_analysis = analyse(trace, cache=True, cache_dir=cache)
-    tracekit.load(trace_path, cache=True, cache_dir=cache)
+    fresh_analysis = Cache(cache).analyse(trace)
+    Cache(cache).load(trace_path)
     if kind == "trace":
         key = trace_cache.entry_key(trace_path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
         entry = cache / key
@@ -117,14 +117,14 @@ def test_one_flipped_byte_never_gives_a_wrong_answer(kind, tmp_path):
 def test_a_damaged_entry_is_dropped_with_a_warning_and_read_again(tmp_path):
     path = decode_trace(3).write(tmp_path / "trace.json.gz")
     cache = tmp_path / "cache"
-    fresh = tracekit.load(path, cache=True, cache_dir=cache)
+    fresh = Cache(cache).load(path)
     key = trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
     ops = cache / key / "ops.parquet"
     data = bytearray(ops.read_bytes())
     data[len(data) // 2] ^= 0x01
     ops.write_bytes(bytes(data))
     with pytest.warns(CacheWarning, match="ops.parquet fails its checksum"):
-        again = tracekit.load(path, cache=True, cache_dir=cache)
+        again = Cache(cache).load(path)
     assert again.ops.equals(fresh.ops)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the entry written again is whole

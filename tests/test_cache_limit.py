@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from report_fixtures import decode_trace
 
-import tracekit
-from tracekit.pipeline import analyse
+from tracekit.cache import Cache
+from tracekit.cache import entries as cache
 from tracekit.format import parse_size
-from tracekit.loader import cache
 
 
 def fake_entry(folder: Path, key: str, size: int, age_s: float, index: str = "meta.json") -> Path:
@@ -90,19 +89,19 @@ def test_loads_and_analyses_evict_the_least_recently_used(tmp_path, monkeypatch)
     """Real entries: a read refreshes an entry; a write prunes, and keeps what it wrote."""
     folder = tmp_path / "cache"
     paths = [decode_trace(n).write(tmp_path / f"t{n}.json.gz") for n in (2, 3, 4)]
-    a = tracekit.load(paths[0], cache=True, cache_dir=folder)
+    a = Cache(folder).load(paths[0])
     [a_trace] = list(folder.iterdir())
-    analyse(a, cache=True, cache_dir=folder)
+    Cache(folder).analyse(a)
     [a_analysis] = list((folder / cache.ANALYSES).iterdir())
-    tracekit.load(paths[1], cache=True, cache_dir=folder)
+    Cache(folder).load(paths[1])
     [b_trace] = [p for p in folder.iterdir() if p not in (a_trace, folder / cache.ANALYSES)]
     for age, p in ((300, a_trace), (200, a_analysis), (100, b_trace)):  # in the order they were written
         os.utime(p, (time.time() - age,) * 2)
-    tracekit.load(paths[0], cache=True, cache_dir=folder)  # a read: a's trace is now the most recent
+    Cache(folder).load(paths[0])  # a read: a's trace is now the most recent
     expected = cache._size(a_analysis) + cache._size(b_trace)
     assert cache.prune(folder, limit=cache._size(a_trace)) == expected > 0
     assert a_trace.exists() and not a_analysis.exists() and not b_trace.exists()
     monkeypatch.setenv(cache.LIMIT_ENV, "1")  # a write prunes down to the limit, but not what it wrote
-    tracekit.load(paths[2], cache=True, cache_dir=folder)
+    Cache(folder).load(paths[2])
     [c_trace] = [p for p in folder.iterdir() if p.name != cache.ANALYSES]
     assert c_trace != a_trace and (c_trace / "meta.json").is_file()

@@ -10,10 +10,12 @@ import pytest
 from report_fixtures import decode_trace
 
 import tracekit
-from tracekit import cache_writes
-from tracekit.cache_writes import writes_behind
+from tracekit.cache import Cache
+from tracekit.cache import traces as trace_cache
+from tracekit.cache import writes as cache_writes
+from tracekit.cache.entries import ANALYSES
+from tracekit.cache.writes import writes_behind
 from tracekit.cli.main import main
-from tracekit.loader import cache as trace_cache
 
 
 def test_outside_a_block_the_write_runs_in_line():
@@ -76,7 +78,7 @@ def test_blocks_do_not_leak_into_later_code():
 
 def test_load_outside_a_block_has_its_entry_when_it_returns(tmp_path):
     path = decode_trace(1).write(tmp_path / "t.json.gz")
-    tracekit.load(path, cache=True, cache_dir=tmp_path / "c")
+    Cache(tmp_path / "c").load(path)
     key = trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
     assert trace_cache.read(tmp_path / "c", key, path=str(path)) is not None
 
@@ -95,24 +97,24 @@ def test_the_command_writes_both_caches_behind_and_returns_once_they_are_written
 
         monkeypatch.setattr(module, name, write)
 
-    from tracekit import analysis_cache
+    from tracekit.cache import analyses as analysis_cache
 
     recording(trace_cache, "write")
     recording(analysis_cache, "write")
     assert main(["report", str(path), "--cache", "-o", str(tmp_path / "a.md")]) == 0
     # the load runs on the command's loading thread; its write still goes behind
-    assert threads == {"tracekit.loader.cache": "tracekit-cache-write",
-                       "tracekit.analysis_cache": "tracekit-cache-write"}
+    assert threads == {"tracekit.cache.traces": "tracekit-cache-write",
+                       "tracekit.cache.analyses": "tracekit-cache-write"}
     cache = tmp_path / "xdg" / "tracekit"
     assert trace_cache.read(cache, trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES),
                             path=str(path)) is not None
-    assert len([p for p in (cache / trace_cache.ANALYSES).iterdir() if not p.name.startswith(".")]) == 1
+    assert len([p for p in (cache / ANALYSES).iterdir() if not p.name.startswith(".")]) == 1
     assert main(["report", str(path), "--cache", "-o", str(tmp_path / "b.md")]) == 0
     assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
 
 
 def test_a_large_traces_entry_is_written_before_load_returns_even_inside_a_block(tmp_path, monkeypatch):
-    """From `loader.WRITE_NOW_BYTES` of JSON on, the trace cache's write runs in line inside
+    """From `traces.WRITE_NOW_BYTES` of JSON on, the trace cache's write runs in line inside
     `writes_behind()` (the whole trace is not held beside the analyses); below, behind."""
     path = decode_trace(1).write(tmp_path / "t.json.gz")
     key = trace_cache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES)
@@ -127,9 +129,9 @@ def test_a_large_traces_entry_is_written_before_load_returns_even_inside_a_block
 
     monkeypatch.setattr(trace_cache, "write", recording)
     for limit, cache in ((0, "large"), (10**12, "small")):
-        monkeypatch.setattr(tracekit.loader, "WRITE_NOW_BYTES", limit)
+        monkeypatch.setattr(trace_cache, "WRITE_NOW_BYTES", limit)
         with writes_behind():
-            tracekit.load(path, cache=True, cache_dir=tmp_path / cache)
+            Cache(tmp_path / cache).load(path)
             written = trace_cache.read(tmp_path / cache, key, path=str(path)) is not None
             checked.set()
         assert written == (cache == "large")

@@ -16,6 +16,7 @@ from test_analysis_cache import reports, same
 from tracekit.runtime.sizing import frames_bytes
 from tracekit.pipeline import analyse
 from tracekit.batch.sources import Job, load_job_trace
+from tracekit.cache import Cache
 from tracekit.cli.main import main
 from tracekit.loader import load, loads
 from tracekit.loader.lean import lean_trace
@@ -106,16 +107,16 @@ def test_a_real_lean_trace_analyses_the_same(name):
 
 
 def test_the_cache_keeps_the_whole_trace(tmp_path, monkeypatch):
-    lean = load(TWO_STREAMS, cache=True, cache_dir=tmp_path, lean=True)
+    lean = Cache(tmp_path).load(TWO_STREAMS, lean=True)
     assert lean.meta.lean and lean.flows.height == 0
 
     def no_parse(*args, **kwargs):
         raise AssertionError("parsed again: the cache was not used")
 
     monkeypatch.setattr("tracekit.loader.load_file", no_parse)
-    again = load(TWO_STREAMS, cache=True, cache_dir=tmp_path)
+    again = Cache(tmp_path).load(TWO_STREAMS)
     assert not again.meta.lean and again.flows.height == 6
-    assert load(TWO_STREAMS, cache=True, cache_dir=tmp_path, lean=True).flows.height == 0
+    assert Cache(tmp_path).load(TWO_STREAMS, lean=True).flows.height == 0
 
 
 def test_info_counts_the_flows_and_a_batch_job_loads_lean(capsys):

@@ -12,6 +12,7 @@ from builders import A100, TraceBuilder
 from conftest import all_real_traces, real_trace
 
 import tracekit
+from tracekit.cache import Cache
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError
 from tracekit.model import SCHEMAS
 
@@ -69,8 +70,8 @@ def test_flows_text_is_categorical_with_the_files_values(tmp_path):
     expected = [(1, "fwdbwd", "fwdbwd", 5, "s", "main", "3", 1000, None),
                 (2, "fwdbwd", "fwdbwd", 5, "t", "1", "worker 1", 2000, None),
                 (3, "ac2g", "ac2g", 7, "f", "1", "2", 3000, "e")]
-    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
-                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+    for trace in (tracekit.load(path), Cache(tmp_path / "c").load(path),
+                  Cache(tmp_path / "c").load(path)):
         flows = trace.flows
         assert [c for c, t in flows.schema.items() if t == TEXT] == ["cat", "name", "ph", "pid", "tid", "binding_point"]
         assert dict(flows.schema) == FLOWS_SCHEMA and flows.rows() == expected
@@ -106,8 +107,8 @@ def test_every_frames_short_text_is_categorical_with_the_files_values(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     text = {"ops": ["ph", "cat", "pid", "tid"], "runtime": ["cat", "pid", "tid"], "gpu": ["cat"],
             "instants": ["ph", "cat", "pid", "tid"], "counters": ["cat", "pid", "tid"]}
-    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
-                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+    for trace in (tracekit.load(path), Cache(tmp_path / "c").load(path),
+                  Cache(tmp_path / "c").load(path)):
         for name, columns in text.items():
             frame = getattr(trace, name)
             assert [c for c in frame.columns if frame.schema[c] == TEXT] == columns, name

@@ -13,6 +13,7 @@ import pytest
 from test_loader_stream import assert_same, busy_trace
 
 import tracekit
+from tracekit.cache import Cache
 from tracekit.loader import read as read_mod
 
 
@@ -28,7 +29,7 @@ SINGLE_TRACE = ("info", "summary", "tables", "findings", "roofline", "attention"
 
 def test_the_single_trace_commands_and_the_loader_import_without_polars():
     modules = ", ".join([*(f"tracekit.cli.{m}" for m in SINGLE_TRACE), "tracekit.cli.main", "tracekit.cli.common",
-                         "tracekit.loader", "tracekit.loader.cache", "tracekit.loader.read"])
+                         "tracekit.loader", "tracekit.cache", "tracekit.cache.traces", "tracekit.loader.read"])
     out = _python(f"import sys, {modules}\nprint('polars' in sys.modules)")
     assert out.strip() == "False"
 
@@ -58,13 +59,13 @@ def test_each_command_starts_its_load_before_polars_is_imported(tmp_path, comman
 
 def test_a_load_that_imports_polars_itself_gives_the_same_trace(tmp_path):
     path = busy_trace().write(tmp_path / "t.json")
-    code = ("import sys, tracekit.loader\nassert 'polars' not in sys.modules\n"
-            f"t = tracekit.loader.load({str(path)!r}, cache=True, cache_dir={str(tmp_path / 'c')!r})\n"
+    code = ("import sys, tracekit.loader\nfrom tracekit.cache import Cache\nassert 'polars' not in sys.modules\n"
+            f"t = Cache({str(tmp_path / 'c')!r}).load({str(path)!r})\n"
             "print(t.ops.height, t.runtime.height, t.gpu.height)")
     assert _python(code) == _python(code)  # the second run reads the cache entry the first wrote
     fresh = tracekit.load(path)
     assert _python(code).split() == [str(fresh.ops.height), str(fresh.runtime.height), str(fresh.gpu.height)]
-    assert_same(tracekit.load(path, cache=True, cache_dir=tmp_path / "c"), fresh)
+    assert_same(Cache(tmp_path / "c").load(path), fresh)
 
 
 def test_batches_queue_deeper_while_the_ingest_thread_imports_polars(monkeypatch):

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.loader import cache as tkcache
+from tracekit.cache import Cache
+from tracekit.cache import traces as tkcache
+from tracekit.cache.entries import default_folder
 from tracekit.loader import load_file, loads
 from tracekit.loader.constants import constant_columns
 from tracekit.model import Trace
@@ -213,7 +216,7 @@ def test_cache_gives_the_same_trace_and_is_reused(tmp_path, monkeypatch):
     path = busy_trace().write(tmp_path / "t.json.gz")
     cache_dir = tmp_path / "cache"
     plain = tracekit.load(path)
-    first = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    first = Cache(cache_dir).load(path)
     assert len(list(cache_dir.iterdir())) == 1
     assert_same(plain, first)
 
@@ -221,10 +224,10 @@ def test_cache_gives_the_same_trace_and_is_reused(tmp_path, monkeypatch):
         raise AssertionError("the cache was not used")
 
     monkeypatch.setattr("tracekit.loader.load_file", no_parse)
-    second = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    second = Cache(cache_dir).load(path)
     assert_same(plain, second)
     relative = os.path.relpath(path)
-    assert tracekit.load(relative, cache=True, cache_dir=cache_dir).meta.path == relative
+    assert Cache(cache_dir).load(relative).meta.path == relative
 
 
 def test_cached_frames_come_back_in_one_chunk_as_a_fresh_load_gives_them(tmp_path, monkeypatch):
@@ -233,10 +236,10 @@ def test_cached_frames_come_back_in_one_chunk_as_a_fresh_load_gives_them(tmp_pat
     write = pl.DataFrame.write_parquet
     # small row groups, as a large trace's frames get: each reads back as a chunk of its own
     monkeypatch.setattr(pl.DataFrame, "write_parquet", lambda self, file, **kw: write(self, file, row_group_size=3, **kw))
-    tracekit.load(path, cache=True, cache_dir=tmp_path / "cache")
+    Cache(tmp_path / "cache").load(path)
     monkeypatch.undo()
     assert pl.read_parquet(next((tmp_path / "cache").glob("*/ops.parquet"))).n_chunks() > 1
-    cached = tracekit.load(path, cache=True, cache_dir=tmp_path / "cache")
+    cached = Cache(tmp_path / "cache").load(path)
     assert_same(plain, cached)
     for name, frame in cached.frames().items():
         assert frame.n_chunks() <= 1, name
@@ -308,8 +311,8 @@ def test_property_constant_columns_read_as_the_frame_did(frame, seed):
 
 def test_a_load_and_the_cache_give_one_value_columns_as_constants(tmp_path):
     path = busy_trace().write(tmp_path / "t.json.gz")
-    for trace in (tracekit.load(path), tracekit.load(path, cache=True, cache_dir=tmp_path / "c"),
-                  tracekit.load(path, cache=True, cache_dir=tmp_path / "c")):
+    for trace in (tracekit.load(path), Cache(tmp_path / "c").load(path),
+                  Cache(tmp_path / "c").load(path)):
         ops, runtime, flows = trace.ops, trace.runtime, trace.flows
         # one value (the runtime's pid, the flows' category) or none (sequence_nr): held once;
         # the columns that vary keep a value a row (sizes first: reading a column as a
@@ -326,12 +329,12 @@ def test_cache_invalidated_when_the_file_changes(tmp_path):
     path = tmp_path / "t.json"
     b = busy_trace()
     b.write(path)
-    before = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    before = Cache(cache_dir).load(path)
     b.op("one more", 5_000_000, 10)
     b.write(path)
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    after = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    after = Cache(cache_dir).load(path)
     assert after.ops.height == before.ops.height + 1
     assert_same(tracekit.load(path), after)
     assert len(list(cache_dir.iterdir())) == 2
@@ -344,7 +347,7 @@ def test_cache_invalidated_by_a_new_loader_version(tmp_path, monkeypatch):
     assert tkcache.entry_key(path, max_bytes=tracekit.loader.DEFAULT_MAX_BYTES) != key
 
 
-@pytest.mark.parametrize("name", ["_scan.c", "columns.py", "model.py", "format.py"])
+@pytest.mark.parametrize("name", ["_scan.c", "columns.py", "model.py", "format.py", "traces.py"])
 def test_loader_version_covers_its_sources(monkeypatch, name):
     """A change to any source the loader's output depends on (the scanner's C included)
     changes the version in every cache key."""
@@ -362,7 +365,7 @@ def test_loader_version_covers_its_sources(monkeypatch, name):
 def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path, damage):
     path = busy_trace().write(tmp_path / "t.json")
     cache_dir = tmp_path / "cache"
-    plain = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    plain = Cache(cache_dir).load(path)
     (entry,) = cache_dir.iterdir()
     if damage == "meta":
         (entry / "meta.json").write_text("{not json")
@@ -374,24 +377,24 @@ def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path, damage):
         for f in entry.iterdir():
             f.unlink()
     assert tkcache.read(cache_dir, entry.name, path=str(path)) is None
-    again = tracekit.load(path, cache=True, cache_dir=cache_dir)
+    again = Cache(cache_dir).load(path)
     assert_same(plain, again)
     assert tkcache.read(cache_dir, entry.name, path=str(path)) is not None  # rewritten
 
 
 def test_cache_dir_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert tkcache.cache_dir() == tmp_path / "tracekit"
+    assert default_folder() == Cache().folder == tmp_path / "tracekit"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert tkcache.cache_dir() == tkcache.Path.home() / ".cache" / "tracekit"
-    assert tkcache.cache_dir(tmp_path / "x") == tmp_path / "x"
+    assert Cache().folder == Path.home() / ".cache" / "tracekit"
+    assert Cache(tmp_path / "x").folder == tmp_path / "x"
 
 
 def test_unreadable_cache_dir_still_loads(tmp_path):
     path = busy_trace().write(tmp_path / "t.json")
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("")
-    t = tracekit.load(path, cache=True, cache_dir=blocker / "cache")
+    t = Cache(blocker / "cache").load(path)
     assert t.ops.height > 0
 
 
@@ -413,9 +416,9 @@ def test_real_trace_streamed_equals_one_shot(name):
 def test_real_trace_cache_round_trip(tmp_path):
     path = real_trace("h100_qwen15_05b_hf_inference.json.gz")
     plain = tracekit.load(path)
-    tracekit.load(path, cache=True, cache_dir=tmp_path)
+    Cache(tmp_path).load(path)
     t0 = time.perf_counter()
-    cached = tracekit.load(path, cache=True, cache_dir=tmp_path)
+    cached = Cache(tmp_path).load(path)
     assert time.perf_counter() - t0 < 5
     assert_same(plain, cached)
 

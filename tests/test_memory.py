@@ -10,6 +10,7 @@ from conftest import real_trace
 import tracekit
 from tracekit.analysis.compile import KIND_SCHEMA, REGION_SCHEMA, compile_stats, region_kind
 from tracekit.analysis.memory import DEVICE_SCHEMA, TIMELINE_SCHEMA, memory_stats
+from tracekit.cache import Cache
 
 MB = 1 << 20
 
@@ -149,8 +150,6 @@ def test_the_timeline_is_made_when_first_read(tmp_path):
     from the trace it is read for."""
     import dataclasses
 
-    from tracekit.pipeline import analyse
-
     trace = memory_trace().load(tmp_path)
     m = memory_stats(trace)
     assert "timeline" not in m.__dict__ and m.trace is trace
@@ -158,6 +157,6 @@ def test_the_timeline_is_made_when_first_read(tmp_path):
     first = m.timeline
     assert m.timeline is first and first.height == trace.memory.height
     assert first.schema == pl.Schema(TIMELINE_SCHEMA)
-    cached = analyse(trace, cache=True, cache_dir=tmp_path / "cache")
-    hit = analyse(trace, cache=True, cache_dir=tmp_path / "cache")
+    cached = Cache(tmp_path / "cache").analyse(trace)
+    hit = Cache(tmp_path / "cache").analyse(trace)
     assert hit is not cached and hit.memory.trace is trace and hit.memory.timeline.equals(first)

@@ -11,6 +11,7 @@ import pytest
 from test_graph import gpu_bound
 
 import tracekit
+from tracekit.cache import Cache
 from tracekit.pipeline import STEPS as PIPELINE
 from tracekit.pipeline import analyse
 from tracekit.cli import progress as progress_mod
@@ -57,10 +58,10 @@ def test_load_without_progress_and_from_the_cache_calls_nothing(tmp_path):
     path = tmp_path / "t.json"
     path.write_bytes(_big_trace(2_000))
     calls: list[tuple[int, int]] = []
-    tracekit.load(path, cache=True, cache_dir=tmp_path / "c", progress=lambda *a: calls.append(a))
+    Cache(tmp_path / "c").load(path, progress=lambda *a: calls.append(a))
     first = len(calls)
     assert first >= 1
-    tracekit.load(path, cache=True, cache_dir=tmp_path / "c", progress=lambda *a: calls.append(a))
+    Cache(tmp_path / "c").load(path, progress=lambda *a: calls.append(a))
     assert len(calls) == first  # a cache hit reads nothing
 
 

@@ -51,7 +51,7 @@ def test_hand_built_late_rank(tmp_path):
     Collective 1: 300, 302, 301 -> rank 1 last, skew 2 µs, lost 1 µs. Job lost 41 µs; rank 1's
     1 µs is under 5 % of it, so rank 2 alone is late."""
     write_skewed_job(tmp_path / "job")
-    traces = load_ranks(tmp_path / "job", cache=False)
+    traces = load_ranks(tmp_path / "job")
     skew = arrival_skew([rank_events(t, r) for r, t in traces.items()])
     c = skew.collectives
     assert c["late_rank"].to_list() == [2, 1]
@@ -105,7 +105,7 @@ def test_dlrm_8rank_late_ranks_against_raw_json():
         order = sorted(arrival.values())
         late.append((max(arrival, key=arrival.get), order[-1] - order[0], order[-1] - order[(len(order) - 1) // 2]))
         lost += late[-1][2]
-    skew = arrival_skew([rank_events(t, r) for r, t in load_ranks(folder, cache=False, lean=True).items()])
+    skew = arrival_skew([rank_events(t, r) for r, t in load_ranks(folder, lean=True).items()])
     c = skew.collectives
     assert c.height == n == 8
     assert c["late_rank"].to_list() == [r for r, _, _ in late] == [7, 7, 7, 7, 7, 5, 5, 4]

@@ -11,6 +11,7 @@ from conftest import real_trace
 from report_fixtures import FAKE_TOKEN, decode_trace, hostile_trace
 
 import tracekit
+from tracekit.cache import Cache
 from tracekit.pipeline import AnalysisOptions, analyse
 from tracekit.cli.main import main
 from tracekit.render.html import csp_hash, render_html
@@ -149,14 +150,14 @@ def test_real_qwen_report_hides_the_token_and_fits():
 
 
 def test_compiled_templates_are_kept_and_a_bad_cache_costs_only_the_compiling(tmp_path, monkeypatch, decode_report):
-    from tracekit.caches import templates_folder
+    from tracekit.cache import Cache
     from tracekit.render import html
 
     _, r = decode_report
     expected = render_html(r)
     kept = tmp_path / "xdg" / "tracekit" / "templates"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert templates_folder() == kept  # the command's folder (`tracekit report`)
+    assert Cache().templates == kept  # the command's folder (`tracekit report`)
     html.environment.cache_clear()  # a fresh process's environment: nothing compiled yet
     try:
         assert render_html(r) == expected and not kept.exists()  # no folder given: nothing written

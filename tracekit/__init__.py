@@ -15,6 +15,7 @@ from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError, Us
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cache",
     "Trace",
     "TraceMeta",
     "TraceError",
@@ -31,6 +32,7 @@ __all__ = [
 
 _LAZY = {
     "analyse": "tracekit.pipeline",
+    "Cache": "tracekit.cache",
     "load": "tracekit.loader",
     "loads": "tracekit.loader",
     "load_ranks": "tracekit.loader",

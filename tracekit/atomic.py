@@ -8,9 +8,11 @@ umask), not the 0600 of a temporary file.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,6 +60,16 @@ def write_file(path: str | os.PathLike[str], content: bytes | str | Callable[[IO
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """An OSError while writing `path` as the `OutputError` a command reports (exit 2, one line)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or re.sub(r"^\[Errno \d+\] ", "", str(exc))  # (Polars re-raises it as text)
+        raise OutputError(f"cannot write {path}: {reason}") from None
 
 
 def write_output(path: str | os.PathLike[str], content: bytes | str, *,

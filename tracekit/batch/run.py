@@ -1,7 +1,7 @@
 """`run_batch`: every trace of an archive analysed once, in parallel, resumable.
 
 The main process lists the sources, hashes each one's bytes (sha256), serves what the
-cache already holds, and hands the rest to an executor: a local `ProcessPoolExecutor`
+cache (`tracekit.cache.results`) already holds, and hands the rest to an executor: a local `ProcessPoolExecutor`
 (spawn), a Dask cluster (`dask://HOST:PORT`), any `concurrent.futures.Executor`, or
 in-line when `jobs=1`. At most two jobs per worker are in flight, so pending work holds
 paths, not traces. Each result is written to the cache as soon as it arrives; the tables
@@ -31,6 +31,8 @@ from tracekit.batch.sources import Item, Job, expand, prepare, safe_name
 from tracekit.batch.executors import Pool, open_executor
 from tracekit.batch.store import Store
 from tracekit.batch.worker import error_entry, fingerprint, message, one_line, run_job
+from tracekit.cache import Cache
+from tracekit.cache.results import Results
 from tracekit.errors import TraceError, UsageError
 from tracekit.loader.source import DEFAULT_MAX_BYTES
 
@@ -46,7 +48,7 @@ class BatchResult:
     findings: pl.DataFrame  # per trace x finding
     ranks: pl.DataFrame  # per rank group x rank (group_ranks=True)
     analysed: int  # results computed by this run
-    cached: int  # rows served from OUTDIR/.cache
+    cached: int  # rows served from the cache (OUTDIR/.cache unless given another)
     failed: int  # rows with an error
     seconds: float
     out_dir: Path | None = None
@@ -72,11 +74,13 @@ def run_batch(
     progress: Progress | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     redact: bool = True,
+    cache: Cache | None = None,
 ) -> BatchResult:
     """Analyse every trace named by `sources` (paths, directories, globs, fsspec URLs).
 
-    With `out_dir`, results are cached there by content hash (a rerun analyses only new
-    bytes) and the tables, `index.html` and, with `reports`, one HTML report per trace are
+    Results are kept by content hash in `cache` (`Cache.results`; by default, with an
+    `out_dir`, `Cache.beside(out_dir)`: `out_dir/.cache`), so a rerun analyses only new
+    bytes. With `out_dir` the tables, `index.html` and, with `reports`, one HTML report per trace are
     written there. `progress(done, total, row)` is called as each row is ready.
     `max_bytes`: refuse a trace whose JSON (decompressed) is larger (the loader's limit,
     `DEFAULT_MAX_BYTES` by default); such a trace becomes a row with its error,
@@ -99,9 +103,11 @@ def run_batch(
             f"no trace files found in {sources if isinstance(sources, (str, os.PathLike)) else list(sources)}"
         )
     store = Store(out_dir) if out_dir is not None else None
+    if cache is None and out_dir is not None:
+        cache = Cache.beside(out_dir)
     runner = Runner(
-        store, reports=reports and report_builder_available(), progress=progress, total=len(items),
-        max_bytes=max_bytes,
+        store, cache.results() if cache is not None else None, reports=reports and report_builder_available(),
+        progress=progress, total=len(items), max_bytes=max_bytes,
     )
     if executor is None and (jobs is None or jobs > 1) and len(items) > 1:
         refuse_unguarded_main()
@@ -151,9 +157,9 @@ def refuse_unguarded_main() -> None:
 class Runner:
     """The state of one run: rows so far, and the jobs waiting on each content hash."""
 
-    def __init__(self, store: Store | None, *, reports: bool, progress: Progress | None, total: int,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.store, self.reports, self.progress, self.total = store, reports, progress, total
+    def __init__(self, store: Store | None, results: Results | None = None, *, reports: bool,
+                 progress: Progress | None, total: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.store, self.results, self.reports, self.progress, self.total = store, results, reports, progress, total
         self.max_bytes = max_bytes
         self.fingerprint = fingerprint()
         self.summary: list[dict[str, Any]] = []
@@ -234,13 +240,13 @@ class Runner:
             return None
 
     def from_cache(self, job: Job) -> dict[str, Any] | None:
-        if self.store is None:
+        if self.results is None:
             return None
-        entry = self.store.get(job.content_hash, self.fingerprint)
+        entry = self.results.get(job.content_hash, self.fingerprint)
         if entry is None:
             return None
         wants_report = self.reports and not entry["summary"].get("error")
-        if wants_report and not self.store.path(report_path(job)).exists():
+        if wants_report and (self.store is None or not self.store.path(report_path(job)).exists()):
             return None  # analyse again: the report is made from the loaded trace
         return entry
 
@@ -259,8 +265,8 @@ class Runner:
 
     def finish(self, content_hash: str, entry: dict[str, Any]) -> None:
         self.analysed += 1
-        if self.store is not None and entry.get("cacheable"):
-            self.store.put(content_hash, entry)
+        if self.results is not None and entry.get("cacheable"):
+            self.results.put(content_hash, entry)
         for job in self.waiting.pop(content_hash, []):
             if self.store is not None and entry.get("report_html"):
                 self.store.write_text(report_path(job), entry["report_html"])

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tracekit.batch import run_batch
+from tracekit.cache import Cache
 from tracekit.cli.common import max_bytes
 from tracekit.cli.options import max_bytes_opt, no_redact_opt
 
@@ -39,6 +40,13 @@ from tracekit.cli.options import max_bytes_opt, no_redact_opt
     is_flag=True,
     help="Analyse the rank files of one job (same folder, names differing in their last number) together.",
 )
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Folder that keeps the results by content, for reruns (default: OUT_DIR/.cache); "
+         "another run, or the other commands' cache folder, may share it.",
+)
 @max_bytes_opt
 @no_redact_opt
 def batch(
@@ -48,12 +56,13 @@ def batch(
     executor: str | None,
     reports: bool,
     group_ranks: bool,
+    cache_dir: str | None,
     no_redact: bool,
 ) -> None:
     """Analyse every trace in SOURCES (files, folders, globs, fsspec URLs such as s3://bucket/run/).
 
-    Results are cached in OUT_DIR/.cache by the sha256 of each file, so a rerun only analyses
-    new traces; a trace that cannot be read becomes a row with its error. A worker that dies
+    Results are cached in OUT_DIR/.cache (or --cache-dir) by the sha256 of each file, so a
+    rerun only analyses new traces; a trace that cannot be read becomes a row with its error. A worker that dies
     is replaced and its jobs are run once more.
 
     Exit status: 0 when every row was analysed, 1 when any row has an error (the last line
@@ -71,6 +80,7 @@ def batch(
             progress=bar,
             max_bytes=max_bytes(),
             redact=not no_redact,
+            cache=Cache(cache_dir) if cache_dir is not None else None,
         )
     finally:
         if bar is not None:

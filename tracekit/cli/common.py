@@ -9,10 +9,12 @@ import sys
 import threading
 
 from functools import partial
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracekit.cache import Cache
 from tracekit.cli.interrupts import python_handles_sigint
 from tracekit.cli.options import MAX_BYTES_KEY, max_bytes_opt
 from tracekit.cli.progress import Status
@@ -64,24 +66,26 @@ cache_opt = click.option(
 SHOW_READING_BYTES = 32 * 1024 * 1024  # on a terminal, files this big show how far the reading is
 
 
-def load_trace(path: str, *, cache: bool | None = None, status: Status | None = None,
+def load_trace(path: str, *, cache: Cache | None | EllipsisType = ..., status: Status | None = None,
                limit: int | None = None, warn: bool = True, lean: bool = True) -> Trace:
-    """Load a trace for a command, through the cache unless `--no-cache` (or cache=False).
+    """Load a trace for a command, through `cache` (None: none; by default the command's,
+    `command_cache`).
 
     The reading shows on `status`; without one, on a status line of its own when stderr is
     a terminal and the file is big. `limit`: the size limit (default: `max_bytes()`).
     `warn`: say on stderr when the file was broken and only partly read (`recovered_note`).
     `lean`: without what no analysis reads (`loader.lean`), as every command but `info`
     wants it."""
-    cache = wants_cache(path, cache)
+    if isinstance(cache, EllipsisType):
+        cache = command_cache(path)
     python_handles_sigint()  # on the command's thread (the load needs Polars anyway)
     own = status is None and _size(path) >= SHOW_READING_BYTES
     if own:
         status = Status()
     try:
         progress = partial(status.reading, path) if status is not None and status.enabled else None
-        trace = load(path, cache=cache, max_bytes=max_bytes() if limit is None else limit, progress=progress,
-                     lean=lean)
+        trace = (load if cache is None else cache.load)(path, max_bytes=max_bytes() if limit is None else limit,
+                                                        progress=progress, lean=lean)
     finally:
         if own and status is not None:
             status.close()
@@ -120,13 +124,13 @@ class Loading:
     `result()` waits, and raises what the load raised."""
 
     def __init__(self, path: str, *, status: Status | None = None, warn: bool = True, lean: bool = True) -> None:
-        self._args = {"path": path, "cache": wants_cache(path), "status": status, "limit": max_bytes(), "warn": False,
+        self._args = {"path": path, "cache": command_cache(path), "status": status, "limit": max_bytes(), "warn": False,
                       "lean": lean}
         self._path, self._status, self._warn = path, status, warn
         self._trace: Trace | None = None
         self._error: BaseException | None = None
         # a daemon: an interrupted command must not wait for the reading to end
-        # in a copy of the command's context: the trace cache's write goes behind (`cache_writes`)
+        # in a copy of the command's context: the trace cache's write goes behind (`cache.writes`)
         self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                         name="tracekit-load", daemon=True)
         self._thread.start()
@@ -152,39 +156,30 @@ class Loading:
 
 def analyse_trace(trace: Trace, path: str, *, options: AnalysisOptions | None = None,
                   status: Status | None = None) -> Analysis:
-    """`analyse` for a command: on two threads where memory allows (`runtime.sizing`), the
-    analysis cached when the trace is (`wants_cache`), a large trace's glibc heap trimmed
-    meanwhile (`runtime.trimming`)."""
-    from tracekit.pipeline import AnalysisOptions, analyse
+    """`analyse` for a command: on two threads where memory allows (`runtime.sizing`),
+    through the command's cache when the trace goes through it (`command_cache`), a large
+    trace's glibc heap trimmed meanwhile (`runtime.trimming`)."""
+    from tracekit.pipeline import analyse
     from tracekit.runtime import trimming
     from tracekit.runtime.sizing import large, runner_for
 
-    from tracekit import analysis_cache, cache_writes
-    from tracekit.loader.cache import cache_dir
-
     progress = status.analysing if status is not None else None
-    opts = options or AnalysisOptions()
-    cached = wants_cache(path)
-    if cached:
-        directory, key = cache_dir(None), analysis_cache.entry_key(trace, opts)
-        hit = analysis_cache.read(directory, key, trace)
-        if hit is not None:
-            if progress is not None:
-                progress("cache", 1, 1)
-            return hit
+    cache = command_cache(path)
     with trimming(large(trace)):
-        result = analyse(trace, options=opts, progress=progress, runner=runner_for(trace))
-    if cached:
-        cache_writes.run(analysis_cache.write, directory, key, result)
-    return result
+        return (analyse if cache is None else cache.analyse)(trace, options=options, progress=progress,
+                                                             runner=runner_for(trace))
 
 
-def wants_cache(path: str, cache: bool | None = None) -> bool:
-    """`cache`, else the command's `--cache/--no-cache`, else on for files of
-    `CACHE_MIN_BYTES` or more."""
-    if cache is None:
-        ctx = click.get_current_context(silent=True)
-        cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
+def command_cache(path: str) -> Cache | None:
+    """The cache a command reads and writes `path`'s trace and analysis through (the default
+    folder), or None: as `--cache/--no-cache` says, else for files of `CACHE_MIN_BYTES` or more."""
+    return Cache() if wants_cache(path) else None
+
+
+def wants_cache(path: str) -> bool:
+    """The command's `--cache/--no-cache`, else on for files of `CACHE_MIN_BYTES` or more."""
+    ctx = click.get_current_context(silent=True)
+    cache = ctx.meta.get(_CACHE_KEY) if ctx is not None else None
     return cache if cache is not None else _size(path) >= CACHE_MIN_BYTES
 
 

@@ -21,7 +21,7 @@ runtime.configure(sys.argv[1:])  # the allocators and the collector, before anyt
 import click
 
 from tracekit import __version__
-from tracekit.cache_writes import writes_behind
+from tracekit.cache.writes import writes_behind
 from tracekit.cli.options import MAX_BYTES_HELP, Size
 from tracekit.errors import CacheWarning, TraceError
 from tracekit.format import printable

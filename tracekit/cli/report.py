@@ -75,10 +75,11 @@ MD_ROWS = 10  # rows of a Markdown report's tables (a pull-request comment) unle
 
 def _renderer(kind: str, top: int | None = None) -> Callable[[Any], str]:
     if kind == "html":
-        from tracekit.caches import templates_folder
+        from tracekit.cache import Cache
         from tracekit.render.html import render_html
 
-        return partial(render_html, template_cache=templates_folder())  # compiled once, kept
+        # compiled once, kept in the default cache folder (whatever --cache/--no-cache says)
+        return partial(render_html, template_cache=Cache().templates)
     if kind == "md":
         from tracekit.render.markdown import render_markdown
 

@@ -15,13 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit import cache_writes
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
-from tracekit.loader import cache as _cache
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
 from tracekit.loader.workers import json_bytes, make_helper
-from tracekit.sizes import trace_bytes
 
 if TYPE_CHECKING:
     from tracekit.model import Trace
@@ -38,8 +35,6 @@ def load(
     path: str | os.PathLike[str],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    cache: bool | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
     lean: bool = False,
@@ -49,51 +44,23 @@ def load(
     Broken input raises `TraceError` with a one-line message, or, where events could be
     recovered, returns a partial `Trace` whose `warnings` frame says what was lost.
 
-    cache: keep the loaded `Trace` as Parquet in `cache_dir` (default
-        `$XDG_CACHE_HOME/tracekit` or `~/.cache/tracekit`) and reuse it while the file is
-        unchanged. Off by default (None or False): `load` writes nothing unless asked. The
-        entry is written before `load` returns, or, inside `cache_writes.writes_behind()`,
-        on a background thread (the block's end waits for it).
     workers: decoding threads beside the main thread, for the native scanner (the Python
         path decodes on the main thread alone: it holds the GIL). None = decide: a thread
         from 512 MB of JSON on (below it the reading and Polars threads use the second
         core); 0 = none; 1 = one whatever the size.
     progress: called as `progress(done, total)` with the bytes of the file read so far and
-        its size, as the reading goes (not on a cache hit: there is nothing to wait for).
+        its size, as the reading goes.
     lean: leave out what no analysis reads (`lean.lean_trace`: the flows, the ops' and most
-        GPU rows' args), for a trace that is only analysed. The cache keeps the whole trace.
+        GPU rows' args), for a trace that is only analysed.
+
+    `load` writes nothing: `tracekit.cache.Cache().load(path)` reuses a trace loaded before.
     """
-    if cache:
-        directory = _cache.cache_dir(cache_dir)
-        key = _cache.entry_key(path, max_bytes=max_bytes)
-        trace = _cache.read(directory, key, path=str(path))
-        if trace is None:
-            trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
-            # in line, unless inside `cache_writes.writes_behind()` and the trace is small
-            cache_writes.run(_cache.write, directory, key, trace, now=_writes_now(path))
-    else:
-        trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
+    trace = load_file(path, max_bytes=max_bytes, workers=workers, progress=progress)
     if lean:
         from tracekit.loader.lean import lean_trace
 
         return lean_trace(trace)
     return trace
-
-
-# From this much JSON on (and where the size is unknown) a trace's cache entry is written
-# before `load` returns, even inside `cache_writes.writes_behind()`: written behind, the whole
-# trace (its flows and args too, which a lean load leaves out) was held until the entry was
-# written, beside the analyses, which the write also slowed. A first `tracekit report` of
-# the 1 GB trace (cache on, both caches written): 1,502-1,535 MB in 16.5-17.4 s in line,
-# against 1,669-1,681 MB in 17.1-18.0 s behind (alternating runs). Below it the write goes
-# behind, where it saved 0.3 s of the 54 MB trace's first report. (About the JSON of
-# `analyse.PHASED_BYTES` of frames, from which the analyses are phased too.)
-WRITE_NOW_BYTES = 500 * 10**6
-
-
-def _writes_now(path: str | os.PathLike[str]) -> bool:
-    size = trace_bytes([os.fspath(path)])
-    return size is None or size >= WRITE_NOW_BYTES
 
 
 Progress = Callable[[int, int], None]
@@ -107,7 +74,7 @@ def load_file(
     chunk_bytes: int | None = None,
     progress: Progress | None = None,
 ) -> Trace:
-    """`load` without the cache; `chunk_bytes` sets how much JSON text one chunk holds
+    """`load` without `lean`; `chunk_bytes` sets how much JSON text one chunk holds
     (default: 4 MB, more for very large traces)."""
     stream = Stream(path, max_bytes=max_bytes)
     if chunk_bytes is None:
@@ -263,14 +230,13 @@ def trace_files(source: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
-               cache: bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
                max_bytes: int = DEFAULT_MAX_BYTES, lean: bool = False) -> dict[int, Trace]:
     """Load the traces of one distributed job, keyed by rank.
 
     The rank comes from the trace's `distributedInfo`; a file without it takes the last
     number in its file name (`rank-3.json.gz`, `worker3...`). Two files claiming one rank
-    raise `UsageError`: they are never merged silently. `cache`, `cache_dir`, `max_bytes`,
-    `lean`: as for `load`, for each file.
+    raise `UsageError`: they are never merged silently. `max_bytes`, `lean`: as for `load`,
+    for each file.
     """
     if isinstance(sources, (str, os.PathLike)):
         paths = trace_files(sources)
@@ -281,7 +247,7 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     ranks: dict[int, Trace] = {}
     origin: dict[int, str] = {}
     for path in paths:
-        trace = load(path, cache=cache, cache_dir=cache_dir, max_bytes=max_bytes, lean=lean)
+        trace = load(path, max_bytes=max_bytes, lean=lean)
         rank = trace.meta.rank if trace.meta.rank is not None else _rank_from_name(path)
         if rank is None:
             raise UsageError(f"{path}: no rank in distributedInfo or in the file name")

@@ -37,7 +37,7 @@ def environment(template_cache: Path | None = None) -> jinja2.Environment:
 
 class _CompiledTemplates(jinja2.BytecodeCache):
     """The templates compiled to Python bytecode, kept in `folder` (the command gives
-    `tracekit.caches.templates_folder()`), as Python keeps its modules' in `__pycache__`:
+    `tracekit.cache.Cache().templates`), as Python keeps its modules' in `__pycache__`:
     compiling them takes tens of ms of each process's first report. An entry
     is keyed by the template's name and source (and Jinja's and Python's versions), so an
     edited template compiles afresh. A folder that cannot be read or written costs only

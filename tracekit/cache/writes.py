@@ -6,7 +6,7 @@ which the analysis or the report could have run. Inside `writes_behind()`, `run(
 ...)` hands the write to one background thread (in order, one at a time) and returns at
 once; leaving the block waits for every write handed over, and raises the first error one
 of them raised (as the write in line would have). Outside such a block `run` calls the
-write in line, so a script's `load(..., cache=True)` has its entry when it returns.
+write in line, so a script's `Cache().load(path)` has its entry when it returns.
 
 A block left by an interrupt (`KeyboardInterrupt`) does not wait: entries are written into
 a temporary folder and renamed into place, so an abandoned write leaves no half entry (the

@@ -17,16 +17,16 @@ reading imports only classes of the `tracekit` package, only dataclasses and Enu
 sets only their declared fields. An entry is written into a temporary folder and renamed
 into place; one that cannot be read back is ignored (and replaced by the next write).
 `analysis.json` is checked, and each frame file's bytes against the SHA-256 it lists, before
-any of them is parsed (as the trace cache's: `tracekit.loader.cache.read_checked`); an entry
+any of them is parsed (as the trace cache's: `cache.entries.read_checked`); an entry
 that fails is deleted with a `CacheWarning`, and the analyses run again.
 
 Entries count towards the cache folder's size limit, with the traces' own (least recently
-used first: `tracekit.loader.cache.prune`).
+used first: `cache.entries.prune`).
 
 Not cached: an `Analysis` with notes (an analysis that failed may not fail next time: a
 lack of memory, say), one that keeps the critical path's dependency graph
 (`AnalysisOptions.keep_graph`), or one that holds any other kind of value (`Unstorable`).
-`tracekit.loader.cache.clear` (or deleting the folder) empties both caches.
+`Cache.clear` (or deleting the folder) empties both caches.
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.loader import cache as loader_cache
+from tracekit.cache import entries
 from tracekit.model import DERIVED_FROM_TRACE, Trace, constant_columns
 
 FORMAT = "1"  # bump when the entry layout changes
-SUBDIR = loader_cache.ANALYSES
+SUBDIR = entries.ANALYSES
 TREE = "analysis.json"
 ROW = "__tracekit_row"
 COMPRESSION = "zstd"  # 54 MB trace: 4.9 MB of frames (lz4 11.8 MB, none 68 MB), read back in 0.06 s
@@ -65,9 +65,9 @@ class Unstorable(TypeError):
 def code_version() -> str:
     """A hash of tracekit's installed source and compiled files (any edit or upgrade
     invalidates every entry), the entry format, and the Polars and Python versions."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the tracekit package
     files = sorted(f for suffix in ("*.py", "*.c", "*.h", "*.so", "*.pyd") for f in root.rglob(suffix))
-    return loader_cache.files_digest(f"{FORMAT}\0{pl.__version__}\0{platform.python_version()}", files, root)
+    return entries.files_digest(f"{FORMAT}\0{pl.__version__}\0{platform.python_version()}", files, root)
 
 
 def entry_key(trace: Trace, options: Any) -> str | None:
@@ -102,13 +102,13 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
         return None
     entry = directory / SUBDIR / key
     try:
-        doc = json.loads(loader_cache.read_index(entry / TREE))
+        doc = json.loads(entries.read_index(entry / TREE))
         if doc.get("key") != key or doc.get("version") != code_version():
             return None
-        data = loader_cache.read_checked(entry, [f"f{i}.arrow" for i in range(doc["frames"])],
-                                         doc.get(loader_cache.DIGESTS))
-    except loader_cache.CorruptEntry as exc:
-        loader_cache.drop(entry, str(exc))
+        data = entries.read_checked(entry, [f"f{i}.arrow" for i in range(doc["frames"])],
+                                    doc.get(entries.DIGESTS))
+    except entries.CorruptEntry as exc:
+        entries.drop(entry, str(exc))
         return None
     except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no entry, or one being replaced
         return None
@@ -117,7 +117,7 @@ def read(directory: Path, key: str | None, trace: Trace) -> Any:
         frames = pl.collect_all([pl.scan_ipc(d) for d in data])
         frames = [constant_columns(f) for f in frames]
         analysis = _decode(doc["tree"], frames, trace)
-        loader_cache.touch(entry)
+        entries.touch(entry)
         return dataclasses.replace(analysis, trace=trace)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ImportError,
             pl.exceptions.PolarsError):
@@ -138,12 +138,12 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
         for i, frame in enumerate(frames):
             write_frame(frame, tmp / f"f{i}.arrow")
-        digests = {f"f{i}.arrow": loader_cache.digest((tmp / f"f{i}.arrow").read_bytes()) for i in range(len(frames))}
-        doc = {"key": key, "version": code_version(), "frames": len(frames), loader_cache.DIGESTS: digests,
+        digests = {f"f{i}.arrow": entries.digest((tmp / f"f{i}.arrow").read_bytes()) for i in range(len(frames))}
+        doc = {"key": key, "version": code_version(), "frames": len(frames), entries.DIGESTS: digests,
                "tree": tree}
         body = json.dumps(doc, allow_nan=True).encode()
-        (tmp / TREE).write_bytes(loader_cache.index_bytes(body))  # last: it vouches for the rest
-        loader_cache.publish(tmp, base / key, directory)
+        (tmp / TREE).write_bytes(entries.index_bytes(body))  # last: it vouches for the rest
+        entries.publish(tmp, base / key, directory)
         return True
     except (OSError, Unstorable, ValueError, pl.exceptions.PolarsError):
         if tmp is not None:
