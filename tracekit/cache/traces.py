@@ -47,13 +47,9 @@ EDGE_BYTES = 64 * 1024
 COMPRESSION = "zstd"
 
 # From this much JSON on (and where the size is unknown) a trace's entry is written before
-# `Cache.load` returns, even inside `writes.writes_behind()`: written behind, the whole
-# trace (its flows and args too, which a lean load leaves out) was held until the entry was
-# written, beside the analyses, which the write also slowed. A first `tracekit report` of
-# the 1 GB trace (cache on, both caches written): 1,502-1,535 MB in 16.5-17.4 s in line,
-# against 1,669-1,681 MB in 17.1-18.0 s behind (alternating runs). Below it the write goes
-# behind, where it saved 0.3 s of the 54 MB trace's first report. (About the JSON of
-# `analyse.PHASED_BYTES` of frames, from which the analyses are phased too.)
+# `Cache.load` returns, even inside `writes.writes_behind()`: written behind, the whole trace
+# (its flows and args too, which a lean load leaves out) would be held beside the analyses
+# until the entry was written. Below it the write goes behind the command's first report.
 WRITE_NOW_BYTES = 500 * 10**6
 
 
