@@ -131,3 +131,33 @@ def test_commands_on_a_trace_without_gpu_work_say_so(tmp_path, capsys):
     import json
 
     assert json.loads(capsys.readouterr().out)[0]["threads"] == 2  # the op's and the call's, not the profiler's
+
+
+def test_a_failed_load_leaves_no_cycle_that_keeps_its_frames(tmp_path):
+    """The error a background load raised is handed over, not kept: kept (or held by a
+    local of the frame that raises it), its traceback made a cycle holding the loader's
+    frames and buffers (80 MB of an unfinished string) until the collector ran, once per
+    command in a process that runs several."""
+    import gc
+
+    from tracekit.cli.common import Loading
+    from tracekit.errors import TraceError
+
+    bad = tmp_path / "zeros.json"
+    bad.write_bytes(bytes(4096))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        try:
+            Loading(str(bad), warn=False).result()
+        except TraceError:
+            pass
+        else:
+            pytest.fail("the file loaded")
+        gc.collect()
+        assert [o for o in gc.garbage if isinstance(o, (TraceError, Loading))] == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()

@@ -146,7 +146,14 @@ class Loading:
         """The trace (said on stderr, once, if it was recovered from a broken file)."""
         self._thread.join()
         if self._error is not None:
-            raise self._error
+            # handed over, not kept: the error's traceback holds the loader's frames (its
+            # buffers too), and a reference from here or a local would make a cycle that
+            # keeps them until the collector runs
+            error, self._error = self._error, None
+            try:
+                raise error
+            finally:
+                del error
         assert self._trace is not None
         if self._warn:
             self._warn = False
