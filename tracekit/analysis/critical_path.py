@@ -35,7 +35,7 @@ from tracekit.analysis.windows import STEP_NAME, window_bounds
 from tracekit.errors import UsageError
 from tracekit.model import GROUPING_ENGINE, Trace
 
-if TYPE_CHECKING:  # networkx loads only where a DiGraph is needed (it takes ~0.1 s to import)
+if TYPE_CHECKING:  # networkx loads only where a DiGraph is needed (its import is slow)
     import networkx as nx
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -200,8 +200,8 @@ def path_segments(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     by `src`, the anchor the edge starts at), found by binary search. Each output row is
     first given its source (a piece's row, or a row of the path's other edges) in path
     order, and each column is then gathered once in that order: the pieces are never
-    copied out of order and sorted back (on the 1 GB trace's 4.4M pieces that took 1.1 GB
-    more than the result, this takes a column's worth).
+    copied out of order and sorted back (that would take far more than the result; this
+    takes a column's worth).
     """
     return steps_to_segments(path_steps(dep, nodes), dep.segments, dep.start_ns, dep.end_ns)
 
@@ -211,8 +211,8 @@ def path_steps(dep: DepGraph, nodes: pl.Series | list[int]) -> pl.DataFrame:
     pairs = pl.DataFrame({"src": nodes[:-1], "dst": nodes[1:]}, schema={"src": I64, "dst": I64})
     # a (src, dst) pair is one edge at most (`build_graph` keeps them unique). The pair is
     # one number (src * 2^32 + dst, nodes being under 2^31) and the join finds the edge's
-    # row alone, whose columns are then gathered: a join on both columns, carrying every
-    # edge column, peaked at 0.19 GB on the 1 GB trace's 2.25M edges, this at a fifth of that
+    # row alone, whose columns are then gathered (a join on both columns, carrying every
+    # edge column, peaks about five times higher)
     edges = dep.edges
     if pairs.is_empty() or max(edges["src"].max() or 0, edges["dst"].max() or 0) >= 1 << 31:  # type: ignore[operator]
         return pairs.join(edges, on=["src", "dst"], how="inner", maintain_order="left")
@@ -231,8 +231,8 @@ def steps_to_segments(on_path: pl.DataFrame, segments: pl.DataFrame, start_ns: i
 def _to_segments(on_path: pl.DataFrame, held: list[pl.DataFrame], start_ns: int, end_ns: int) -> pl.DataFrame:
     """`steps_to_segments` from the pieces in `held` (a list of one frame, emptied here): where
     nothing else holds them, each piece column is let go as soon as it is gathered, so the
-    path's columns never all coexist with the pieces' (on the 1 GB trace the 4.6M pieces and
-    the path's 4.4M segments had peaked 0.26 GB over the pieces alone)."""
+    path's columns never all coexist with the pieces' (the path has about as many rows as
+    the pieces)."""
     segments = held.pop()
     lo, hi = piece_runs(segments["src"], on_path["src"])
     steps = pl.DataFrame({"cpu": on_path["kind"] == "cpu", "lo": lo, "hi": hi})
@@ -294,7 +294,7 @@ def _with_context(segs: pl.DataFrame, slices: pl.DataFrame, links: pl.DataFrame)
     a trace are unique): a segment whose eid is a slice's is a host segment, any other with
     an eid is GPU work. The context is found as a row (of the slices, or of the launching
     ops after them) and its name read once at the end: text gathered and joined per step
-    cost more than the walk itself (4.4M segments of the 1 GB trace).
+    costs more than the walk itself.
     """
     eid = segs["eid"]  # `slices`: the graph's CPU slices (`DepGraph.slices`)
     at = rows_of(slices, eid)  # the segment's slice, -1 for GPU work and the window's ends

@@ -63,7 +63,7 @@ from tracekit.analysis.walks import flag_callers
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import ENGINE, GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
 
-if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
+if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (its import is slow)
     import networkx as nx
 
 I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
@@ -76,8 +76,8 @@ CLASS = pl.Enum(CLASSES)
 KIND = pl.Enum(EDGE_KINDS)
 ROLE = pl.Enum(ROLES)
 # names and lanes, which repeat a few dozen values over millions of edges and pieces, are
-# `TEXT` (the model's Categorical): four bytes a row where text takes a 16-byte view (the
-# 1 GB trace's graph and path carry 4.4M pieces each)
+# `TEXT` (the model's Categorical): four bytes a row where text takes a 16-byte view (a
+# graph and its path carry millions of pieces each)
 EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
 DEFAULT_SYNC_TOLERANCE_NS = 20_000
 DEFAULT_MIN_BLOCKING_NS = 10_000
@@ -198,9 +198,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
                        how="anti", maintain_order="left")
     # the two kinds that read the slices, made first (a few rows a sync or a wait), so that
     # the slices, and the columns of their nesting that the pieces and the result do not
-    # read, go before the pieces are made, the build's largest step (on the 1 GB trace the
-    # build's live memory peaked 0.1 GB lower there, and 0.22 GB lower where the edges are
-    # put together)
+    # read, go before the pieces are made, the build's largest step (which lowers its peak
+    # there and where the edges are put together)
     few = pl.collect_all([_sync_edges(syncs, work, points, lanes, slices), cross], engine=ENGINE)
     kept = nested.select("eid", "name", "role", "parent_eid")  # what the pieces and the path's context walk read
     del slices, nested, cross
@@ -218,8 +217,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
     del points, work
-    # one chunk per column (every reader gathers or joins on them; chunked, the what-ifs took
-    # 20 % longer), made once the order's work is let go: a copy either way
+    # one chunk per column (every reader gathers or joins on them, and a gather walks every
+    # chunk), made once the order's work is let go: a copy either way
     edges = (edges.filter(ok) if dropped else edges).rechunk()
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
     return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
@@ -256,8 +255,8 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
     rank = pl.Series(dtype=I64).extend_constant(0, n).scatter(ranked, pl.int_range(n, dtype=I64, eager=True))
     ok = rank.gather(edges["src"]) < rank.gather(edges["dst"])
     del rank
-    # the kept edges' ends one column at a time, each let go once marked (both at once, the
-    # 1 GB trace's 2.25M edges, with the ranks still held, took 0.1 GB more at the build's peak)
+    # the kept edges' ends one column at a time, each let go once marked (both at once, with
+    # the ranks still held, add to the build's peak)
     used = pl.Series(dtype=BOOL).extend_constant(False, n)
     for end in ("src", "dst"):
         used = used.scatter(edges[end].filter(ok), True)
@@ -270,7 +269,7 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
 def _cpu_slices(trace: Trace) -> pl.DataFrame:
     """CPU slices with a `role`: op | python | runtime. Their names are codes (`model.TEXT`):
     every step of the build copies them (sorted, nested, filtered), four bytes a slice where
-    text took a 16-byte view (the 1 GB trace's 2.4M slices); the calls' names are read as
+    text takes a 16-byte view; the calls' names are read as
     text where a pattern is matched (`sync_waits`, `cross_stream_edges`)."""
     cat = pl.col("cat")
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
@@ -320,14 +319,14 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     innermost slice open right after the point. Threads sort as (pid, tid) through one
     integer per thread (`_thread`, their rank): sorting on two strings costs more. The
     points carry that integer, not the lane's text: a row's lane is read from `lanes` where
-    an edge or a piece needs it (a text column sorted with the points cost 16 bytes a
-    point, 150 MB on the 1 GB trace).
+    an edge or a piece needs it (a text column sorted with the points costs 16 bytes a
+    point).
     """
     dur = pl.col("end_ns") - pl.col("ts_ns")
     threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
     lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid").cast(TEXT)).to_series().rename("lane")
     # each slice's thread number, found by a join of the two key columns alone (a join of
-    # the slices' columns copied them all: 0.09 GB on the 1 GB trace's 2.4M slices)
+    # the slices' columns would copy them all)
     thread = nested.select("pid", "tid").join(threads, on=["pid", "tid"], how="left", nulls_equal=True,
                                               maintain_order="left")["_thread"]
     nested = nested.select("eid", "ts_ns", "end_ns", "depth", "parent_eid").with_columns(_thread=thread)
@@ -341,12 +340,12 @@ def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     del nested
     # `nested` is in (ts, eid) order (`with_parents`), so the starts are in eid order among
     # equal times: with the ends put in eid order, a stable sort on the other four keys gives
-    # the order of all five (the 1 GB trace's 4.6M points: 0.20-0.27 s against 0.65-0.68 s)
+    # the order of all five, in a third of the time of a sort on the five
     ends = ends.sort("eid")
     both = pl.concat([starts, ends])
     del starts, ends
     # the sort finds the order on its keys alone, and each column is then gathered in it and
-    # let go (a sort of the whole frame held every column twice: 0.15 GB on the 1 GB trace)
+    # let go (a sort of the whole frame holds every column twice)
     by = sort_order(both, "_thread", "t", "opening", "key", maintain_order=True)
     columns = dict(zip(both.columns, both.get_columns(), strict=True))
     del both
@@ -370,12 +369,12 @@ def _segments(points: pl.DataFrame, lanes: pl.Series, nested: pl.DataFrame, sync
     pts = pts.with_columns(_anchor=anchor.fill_null(False))
     pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
     anchors = pts.select("node", "_thread", "t", "eid", "_anchor").filter("_anchor").drop("_anchor")
-    # (only what a piece reads: a filter of every point column copied 0.1 GB more on the 1 GB trace)
+    # (only what a piece reads: a filter of every point column would copy them all)
     # every point is made a piece and each thread's last (no next point: no piece) is left
     # out at the end (`_between`), so that the columns stay one chunk while they are worked on
     last = pts["_last"]
     seg = pts.select("src", "_thread", "t", "_next", "owner")
-    del pts  # (the columns made here go before the pieces' own are: 0.07 GB on the 1 GB trace)
+    del pts  # (the columns made here go before the pieces' own are made)
     owners = _owners(nested, syncs, callers)  # one row per slice: each piece reads its owner's row
     at = rows_of(owners, seg["owner"])
     seg = pl.concat([seg, owners.select("role", "name", "launches", "block_ns").gather(at.set(at < 0, None))],
@@ -402,7 +401,7 @@ def _between(points: pl.DataFrame, last: pl.Series) -> pl.DataFrame:
     """The rows of `points` but each thread's last (`last`): the pieces, one per point that
     has a next one on its thread. Those are a few rows of millions, so the rows between
     them are taken as slices of the columns, which copy nothing (a filter of the points
-    copied five columns, 0.16 GB on the 1 GB trace's 4.6M points, beside the points' own),
+    would copy five columns, beside the points' own),
     unless there are more than `MAX_PIECE_RUNS` threads: the pieces' columns are then as
     many chunks, which every later gather would walk."""
     ends = last.arg_true()
@@ -439,8 +438,8 @@ def piece_runs(src: pl.Series, anchors: pl.Series) -> tuple[pl.Series, pl.Series
 
 def run_sums(weights: pl.Series, lo: pl.Series, hi: pl.Series) -> pl.Series:
     """The sum of `weights` over rows lo..hi-1, per (lo, hi): a difference of running sums
-    (nulls count 0), instead of a group-by of every piece and a join back (the 1 GB trace's
-    4.6M pieces: 0.28 s for the graph's chain edges, 0.4 s per what-if scenario)."""
+    (nulls count 0), instead of a group-by of every piece and a join back, which costs
+    far more on millions of pieces."""
     running = pl.concat([pl.Series([0], dtype=I64), weights.cast(I64).fill_null(0).cum_sum()])
     return running.gather(hi) - running.gather(lo)
 
