@@ -17,6 +17,11 @@ MOVED = {
         ("tracekit.analysis.graph_cpu", ["piece_runs", "run_sums", "MAX_PIECE_RUNS"]),
         ("tracekit.analysis.graph_gpu", ["sync_waits", "cross_stream_edges"]),
     ],
+    "tracekit.analysis.critical_path": [
+        ("tracekit.analysis.path_segments", ["EDGE", "MODULE", "PATH_SCHEMA", "longest_path", "path_nodes",
+                                             "path_segments", "path_steps", "steps_to_segments"]),
+        ("tracekit.analysis.path_verdict", ["GROUPS"]),
+    ],
 }
 
 
