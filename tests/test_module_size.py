@@ -10,7 +10,6 @@ from pathlib import Path
 CEILING = 400
 # module (path from the repository root) -> its line count when it was listed
 OVER = {
-    "tracekit/analysis/intervals.py": 446,
     "tracekit/analysis/work.py": 425,
 }
 

@@ -22,6 +22,9 @@ MOVED = {
                                              "path_segments", "path_steps", "steps_to_segments"]),
         ("tracekit.analysis.path_verdict", ["GROUPS"]),
     ],
+    "tracekit.analysis.intervals": [
+        ("tracekit.analysis.slice_lookups", ["innermost", "touched"]),
+    ],
 }
 
 
