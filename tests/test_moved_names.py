@@ -25,6 +25,10 @@ MOVED = {
     "tracekit.analysis.intervals": [
         ("tracekit.analysis.slice_lookups", ["innermost", "touched"]),
     ],
+    "tracekit.analysis.work": [
+        ("tracekit.analysis.op_inputs", ["DTYPE_BYTES", "DTYPE_LABEL", "SCALAR_TYPES", "Args", "Work"]),
+        ("tracekit.analysis.work_formulas", ["ATTENTION", "CONV", "CONV_ARGS", "matmul_dims"]),
+    ],
 }
 
 
