@@ -286,7 +286,7 @@ _SLICES = st.lists(st.tuples(st.sampled_from(["1", "2", None]), st.sampled_from(
 def test_points_come_in_the_order_of_their_five_keys(rows, rnd):
     """The CPU points are sorted by (thread, time, ends before starts, inner ends and outer
     starts first, eid), whatever the slices' overlaps, ties and ids."""
-    from tracekit.analysis.graph import _points
+    from tracekit.analysis.graph_cpu import chain_points
     from tracekit.analysis.nesting import with_parents
 
     eids = list(range(100, 100 + len(rows)))
@@ -294,7 +294,7 @@ def test_points_come_in_the_order_of_their_five_keys(rows, rnd):
     frame = pl.DataFrame([(e, p, t, ts, dur) for e, (p, t, ts, dur) in zip(eids, rows)], orient="row",
                          schema={"eid": pl.Int64, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64,
                                  "dur_ns": pl.Int64}).with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-    points, _ = _points(with_parents(frame))
+    points, _ = chain_points(with_parents(frame))
     keys = ["_thread", "t", "opening", "key", "eid"]
     assert points["node"].to_list() == list(range(points.height))
     assert points.drop("node").equals(points.drop("node").sort(keys))
@@ -305,12 +305,12 @@ def test_points_of_overlapping_slices_ending_together_come_in_eid_order():
     """P [0,5), A [1,10) and B [6,10) on one thread: A and B both sit one level down (P had
     ended by B's start) and end together, so their ends tie on every key but the eid: B's
     (eid 1) comes first although A started first."""
-    from tracekit.analysis.graph import _points
+    from tracekit.analysis.graph_cpu import chain_points
     from tracekit.analysis.nesting import with_parents
 
     frame = pl.DataFrame({"eid": [3, 2, 1], "pid": "1", "tid": "1", "ts_ns": [0, 1, 6], "dur_ns": [5, 9, 4]})
     nested = with_parents(frame.with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns")))
     assert dict(nested.select("eid", "depth").iter_rows()) == {3: 0, 2: 1, 1: 1}
-    points, _ = _points(nested)
+    points, _ = chain_points(nested)
     ends = points.filter(~pl.col("opening"))
     assert ends.select("eid", "t").rows() == [(3, 5), (1, 10), (2, 10)]

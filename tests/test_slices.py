@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tracekit import native
 from tracekit.analysis import intervals
+from tracekit.analysis.interval_keys import group_numbers
 from tracekit.analysis.nesting import in_time_order, rows_of, with_parents
 from tracekit.model import TEXT
 from tracekit.native import _slices, kernels
@@ -226,7 +227,7 @@ def test_group_numbers_are_equal_exactly_where_the_keys_are(dtypes):
     first = pl.DataFrame({"pid": ["1", "2", "1", "3"], "tid": ["7", "7", "8", "7"]}).select(list(dtypes))
     second = pl.DataFrame({"pid": ["2", "1", "3", "1"], "tid": ["7", "8", "8", "7"]}).select(list(dtypes))
     first, second = first.cast(dtypes), second.cast(dtypes)
-    numbers = intervals._group_numbers(first, second).to_list()
+    numbers = group_numbers(first, second).to_list()
     keys = [*first.rows(), *second.rows()]
     assert len(numbers) == len(keys) == 8
     for i, a in enumerate(keys):

@@ -42,21 +42,20 @@ DType: TypeAlias = pl.DataType | type[pl.DataType]
 Schema: TypeAlias = dict[str, DType]
 # Text held as codes (a Categorical): four bytes a row where a string takes a 16-byte view,
 # for columns of few distinct values over many rows that the analyses do not match patterns
-# on: `ph`, `cat`, `pid` and `tid` of every frame (the 1 GB trace: 565 -> 485 MiB, and the
-# frames the analyses derive carry them), all the flows' text (a trace holds more flow events
-# than of any other kind, one pair per launch: 0.1 GB less on the 1 GB trace), and the
-# critical path's names and lanes. Names stay text: the analyses match patterns on them.
+# on: `ph`, `cat`, `pid` and `tid` of every frame (and the frames the analyses derive carry
+# them), all the flows' text (a trace holds more flow events than of any other kind, one
+# pair per launch), and the critical path's names and lanes. Names stay text: the analyses
+# match patterns on them.
 TEXT = pl.Categorical()
 # The Polars engine of the lazy plans that build these frames (the loader) and read them
 # (the analyses). Polars 2's default picks the streaming engine, whose start costs more than
-# these plans' work: on the 54 MB trace a load peaked 7-14 MB higher and took as long or
-# longer (benchmarks/ab.py), and every eager step of an analysis pays Polars' planning and
-# its thread pool's hand-over again (0.1-0.4 ms on a 2-core machine; docs/loader.md).
+# these plans' work (a load peaks higher and takes as long or longer: benchmarks/ab.py),
+# and every eager step of an analysis pays Polars' planning and its thread pool's
+# hand-over again.
 ENGINE: Final = "in-memory"
 # The engine of the plans that group millions of rows by several keys: the streaming engine
-# sums them as it reads them, where the in-memory one first gathered every row's keys and
-# indices (the critical path's 4.4M segments by class and context, the 1 GB trace: 2 MB and
-# 0.03 s against 0.19 GB and 0.11 s; an eager group-by is the in-memory one).
+# sums them as it reads them, where the in-memory one first gathers every row's keys and
+# indices (an eager group-by is the in-memory one).
 GROUPING_ENGINE: Final = "streaming"
 
 OPS_SCHEMA: Schema = {

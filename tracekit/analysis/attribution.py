@@ -73,8 +73,7 @@ def attribute(trace: Trace, *, instances: bool = True, ops: pl.DataFrame | OpTre
 
     instances: keep the per-instance rows (`Attribution.instances`; else None). `analyse()`
         does not: only a diff reads them (`op_instances`, which computes them again), and
-        on the 1 GB trace's 1.36M ops they held 0.13 GB through the rest of the analyses
-        and the report.
+        held they would take a row per op through the rest of the analyses and the report.
     ops, launches, links: the op tree (`links.op_tree`), the launch calls (`links.launch_ops`)
         and the GPU links (`links.gpu_links`) of `trace`, computed when not given.
     """
@@ -144,9 +143,7 @@ def _tree_native(nested: pl.DataFrame | OpTree, gpu: pl.DataFrame) -> tuple[pl.D
     its subtree's GPU events (`tree_sums`), and the ops with a same-name op above them
     (`same_above`, as `_per_name`'s `recursive` frame). None (the joins decide) when an eid
     repeats, a name is null, or the tree is `LEVELS` deep (there the closure stops short).
-
-    On the 1 GB trace the closure held 5.3M (op, ancestor) pairs, and the per-name sums
-    joined them with names and deduplicated on text."""
+    The joins' closure holds one row per (op, ancestor) pair, deduplicated on text."""
     tree = tree_of(nested)
     rows = _walkable(tree)
     if rows is None:

@@ -101,8 +101,8 @@ def compile_stats(trace: Trace, *, launches: LaunchStats | None = None, calls: p
         calls = launch_ops(trace) if calls is None else calls
     gpu = gpu_links(trace, launches=calls) if gpu is None else gpu
     launches = launch_stats(trace, calls=calls, gpu=gpu) if launches is None else launches
-    # the patterns run on the distinct names (a few dozen: 60 for the 1 GB trace's 1.4M ops),
-    # and the rows are picked by name: on every row they took 0.3 s of 0.5 s at that size
+    # the patterns run on the distinct names (a few dozen, where ops are millions), and the
+    # rows are picked by name: run on every row, they were most of this function's time
     names = _distinct(trace.ops).with_columns(region_kind(pl.col("name")), work=pl.col("name").str.contains(COMPILE_WORK))
     regions_by_name = names.filter(pl.col("kind").is_not_null()).select("name", "kind")
     nested = with_parents(trace.ops.filter(_named(regions_by_name)).join(

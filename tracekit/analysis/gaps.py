@@ -78,7 +78,7 @@ LISTED = (pl.col("scope") == "device") & (pl.col("cause") != "short")
 MODULE = r"^nn\.Module: |^## .* ##$"
 
 # the text columns are codes (`model.TEXT`): four bytes a row where text took a 16-byte view
-# (the 1 GB trace's 1.06M gaps: their names and causes repeat a few hundred values)
+# (a trace's gaps are many; their names and causes repeat a few hundred values)
 GAP_SCHEMA: dict[str, pl.DataType] = {
     "scope": TEXT, "window_eid": I64, "window_name": TEXT, "device": I64, "stream": I64,
     "start_ns": I64, "end_ns": I64, "gap_ns": I64, "offset_ns": I64, "position": TEXT, "cause": TEXT,
@@ -150,7 +150,7 @@ def gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_MIN_GAP_NS, windows: pl.Data
         _shared(blamed, at))
     del blamed, at
     # a column of one value (no windows, no modules: nulls; one device) held as that value
-    # (`loader.constants`): 12 MB of the 1 GB trace's gaps, for the rest of the report
+    # (`loader.constants`), for the rest of the report
     out = constant_columns(found.select(list(GAP_SCHEMA)).cast(GAP_SCHEMA))
     del found  # (the steps' own columns, before the totals' group-by)
     totals = _totals(out)
@@ -193,9 +193,9 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     """The work starting at each gap's end (of several: the launch call that returned
     first): its columns, one row per gap."""
     # the pick runs on the numbers; the chosen work's names are gathered once, for the gaps
-    # alone (sorting and deduplicating the candidates' text cost 0.4 GB on the 1 GB trace)
+    # alone (sorting and deduplicating the candidates' text would copy it all)
     # one plan: the candidate pairs are filtered and cut to the pick's columns as the join
-    # makes them, not materialised whole first (the 1 GB trace's gaps: 1.06M pairs)
+    # makes them, not materialised whole first (a pair or more per gap)
     keys = links.lazy().select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1).alias("_stream"),
                                pl.col("ts_ns").alias("end_ns"), "launch_end_ns", pl.col("eid").alias("next_eid"),
                                pl.int_range(pl.len(), dtype=I64).alias("_row"))
@@ -206,7 +206,7 @@ def _next_activity(found: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
         "launch_end_ns", "next_eid", nulls_last=True).unique("gid", keep="first").collect(engine=ENGINE)
     at = _per_gap(found, best["gid"], best["_row"].cast(pl.get_index_type()))
     # the names as codes (`GAP_SCHEMA`'s), before the gather: gathered as text they were a
-    # copy of each name per gap (kernel names are long: 0.3 GB on the 1 GB trace's 1.06M gaps)
+    # copy of each name per gap (kernel names are long)
     return links.select(
         pl.col("eid").alias("next_eid"), pl.col("name").cast(TEXT).alias("next_name"), "launch_eid",
         pl.col("launch_name").cast(TEXT), "launch_ts_ns", "launch_end_ns", "launch_pid", "launch_tid",
@@ -238,8 +238,8 @@ def _distinct(found: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series | None]:
 
 def _first_same(found: pl.DataFrame, rows: pl.Series) -> pl.Series:
     """Each gap's first row with the same `SAME_GAP` values. Grouped on one hash of the five
-    (the 1 GB trace's 1.06M gaps: 71 MiB against 151 MiB grouped on the five columns), then
-    checked: where two different gaps share a hash, grouped on the five columns instead."""
+    (half the memory of a group-by on the five columns), then checked: where two different
+    gaps share a hash, grouped on the five columns instead."""
     hashed = pl.DataFrame({"_h": _same_gap_hash(found), "_row": rows})
     first = hashed.select(pl.col("_row").first().over("_h")).to_series()
     del hashed
@@ -297,7 +297,7 @@ def _launch_path(trace: Trace, links: pl.DataFrame, nested: pl.DataFrame) -> pl.
     """Launch calls that enqueued work, and the top-level cpu_ops on their thread around them."""
     # a call that launched several activities comes once per activity: its interval is
     # counted once all the same (the readers take the union), and no unique over the calls
-    # (0.1 GB on the 1 GB trace's 0.53M, beside the blame's lookups) is needed
+    # (a copy of them beside the blame's lookups) is needed
     calls = links.lazy().filter(pl.col("launch_eid").is_not_null()).select(
         pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
         pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
@@ -374,8 +374,8 @@ def _innermost(points: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
 
 def _totals(out: pl.DataFrame) -> pl.DataFrame:
     keys = [*GROUP, "window_name", "cause"]
-    # (summed as they are read, by the streaming engine, `model.GROUPING_ENGINE`: grouped
-    # eagerly, the 1 GB trace's 1.06M gaps took 80 MiB more)
+    # (summed as they are read, by the streaming engine, `model.GROUPING_ENGINE`: an eager
+    # group-by first gathers every row's keys)
     sums = out.lazy().group_by(keys).agg(gaps=pl.len(), total_ns=pl.col("gap_ns").sum()).collect(
         engine=GROUPING_ENGINE)
     # equal totals by cause: the same table every run (they came in any order)

@@ -48,55 +48,55 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.analysis.breakdown import work_class
+from tracekit.analysis.graph_columns import (
+    BOOL,
+    CLASS,
+    CLASSES,
+    DEFAULT_IDLE_GAP_NS,
+    DEFAULT_MIN_BLOCKING_NS,
+    DEFAULT_SYNC_TOLERANCE_NS,
+    EDGE_KINDS,
+    EDGE_SCHEMA,
+    EVENT_RECORD_CALL,
+    GPU_CLASS,
+    I64,
+    KIND,
+    ROLE,
+    ROLES,
+    SEGMENT_SCHEMA,
+    SYNC_SCHEMA,
+    WORK_SCHEMA,
+)
+from tracekit.analysis.graph_cpu import (
+    MAX_PIECE_RUNS,
+    chain_edges,
+    chain_pieces,
+    chain_points,
+    piece_runs,
+    run_sums,
+)
+from tracekit.analysis.graph_gpu import cross_stream_edges, launch_edges, stream_edges, sync_edges, sync_waits
 from tracekit.analysis.links import gpu_links
 from tracekit.analysis.longest import EdgeOrder, longest_path
-from tracekit.analysis.nesting import rows_of, with_parents
-from tracekit.analysis.order import sort_order
-from tracekit.analysis.syncs import STREAM_WAIT_CALL, sync_kind, sync_records
-from tracekit.analysis.walks import flag_callers
+from tracekit.analysis.nesting import with_parents
 from tracekit.analysis.windows import STEP_NAME
 from tracekit.model import ENGINE, GPU_WORK_CATS, NOT_CPU_CATS, TEXT, Trace
 
-if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (it takes ~0.1 s to import)
+if TYPE_CHECKING:  # networkx loads only when a DiGraph is asked for (its import is slow)
     import networkx as nx
 
-I64, F64, STR, BOOL = pl.Int64, pl.Float64, pl.String, pl.Boolean
-CLASSES = ("cpu_compute", "python_overhead", "launch_overhead", "gpu_compute", "gpu_memory",
-           "communication", "sync_wait", "idle")
-EDGE_KINDS = ("cpu", "gpu", "stream", "launch", "cross_stream", "sync")
-ROLES = ("op", "python", "runtime")
-# closed vocabularies as Enums: one byte a row where a string takes a 16-byte view
-CLASS = pl.Enum(CLASSES)
-KIND = pl.Enum(EDGE_KINDS)
-ROLE = pl.Enum(ROLES)
-# names and lanes, which repeat a few dozen values over millions of edges and pieces, are
-# `TEXT` (the model's Categorical): four bytes a row where text takes a 16-byte view (the
-# 1 GB trace's graph and path carry 4.4M pieces each)
-EVENT_RECORD_CALL = r"^(cuda|cu|hip)EventRecord"
-DEFAULT_SYNC_TOLERANCE_NS = 20_000
-DEFAULT_MIN_BLOCKING_NS = 10_000
-DEFAULT_IDLE_GAP_NS = 200_000
-_GPU_CLASS = {"compute": "gpu_compute", "memory": "gpu_memory", "communication": "communication"}
-
-EDGE_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "dst": I64, "kind": KIND, "weight_ns": I64, "start_ns": I64, "end_ns": I64,
-    "cls": CLASS, "eid": I64, "name": TEXT, "lane": TEXT, "inferred": BOOL, "src_eid": I64,
-}
-SEGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "lane": TEXT, "start_ns": I64, "end_ns": I64, "cls": CLASS, "weight_ns": I64,
-    "eid": I64, "name": TEXT, "role": ROLE,
-}
-SYNC_SCHEMA: dict[str, pl.DataType] = {"eid": I64, "gpu_eid": I64, "tail_ns": I64, "inferred": BOOL, "source": STR}
-_WORK_SCHEMA: dict[str, pl.DataType] = {
-    "eid": I64, "name": TEXT, "device": I64, "stream": I64, "ts_ns": I64, "end_ns": I64,
-    "launch_eid": I64, "launch_ts_ns": I64, "launch_pid": TEXT, "launch_tid": TEXT, "cls": CLASS,
-}
+# the names other modules import from here (the graph's parts live in graph_columns,
+# graph_cpu and graph_gpu)
+__all__ = [
+    "CLASS", "CLASSES", "DEFAULT_IDLE_GAP_NS", "DEFAULT_MIN_BLOCKING_NS", "DEFAULT_SYNC_TOLERANCE_NS", "EDGE_KINDS",
+    "EDGE_SCHEMA", "EVENT_RECORD_CALL", "KIND", "MAX_PIECE_RUNS", "ROLE", "ROLES", "SEGMENT_SCHEMA", "SYNC_SCHEMA",
+    "TEXT", "DepGraph", "build_graph", "cross_stream_edges", "piece_runs", "run_sums", "sync_waits",
+]
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     slices, work = _clip(slices, w0, w1), _clip(work, w0, w1)
     nested = with_parents(slices.with_columns(dur_ns=pl.col("end_ns") - pl.col("ts_ns")))
     syncs = sync_waits(trace, slices, work, tolerance_ns=sync_tolerance_ns, min_blocking_ns=min_blocking_ns)
-    points, lanes = _points(nested)
+    points, lanes = chain_points(nested)
     gpu_base = points.height
     work = work.lazy().sort("device", "stream", "ts_ns", "eid").with_row_index("_i").with_columns(
         s_node=pl.col("_i").cast(I64) * 2 + gpu_base, e_node=pl.col("_i").cast(I64) * 2 + gpu_base + 1
@@ -189,7 +189,7 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     launched = work.lazy().filter(pl.col("launch_eid").is_not_null()).select("launch_eid").unique().collect(
         engine=ENGINE)
     callers = links.lazy().select(eid="launch_eid").drop_nulls().unique().collect(engine=ENGINE)
-    gpu = _gpu_edges(work)
+    gpu = stream_edges(work)
     # each kind's (src, dst) pairs are unique, and only a cross-stream edge can repeat another
     # kind's (a stream edge, when a wait names its own stream) or itself: those go, the
     # first kept (no unique over every edge)
@@ -198,16 +198,15 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
                        how="anti", maintain_order="left")
     # the two kinds that read the slices, made first (a few rows a sync or a wait), so that
     # the slices, and the columns of their nesting that the pieces and the result do not
-    # read, go before the pieces are made, the build's largest step (on the 1 GB trace the
-    # build's live memory peaked 0.1 GB lower there, and 0.22 GB lower where the edges are
-    # put together)
-    few = pl.collect_all([_sync_edges(syncs, work, points, lanes, slices), cross], engine=ENGINE)
+    # read, go before the pieces are made, the build's largest step (which lowers its peak
+    # there and where the edges are put together)
+    few = pl.collect_all([sync_edges(syncs, work, points, lanes, slices), cross], engine=ENGINE)
     kept = nested.select("eid", "name", "role", "parent_eid")  # what the pieces and the path's context walk read
     del slices, nested, cross
-    segments, anchors = _segments(points, lanes, kept, syncs, launched, callers, idle_gap_ns)
+    segments, anchors = chain_pieces(points, lanes, kept, syncs, launched, callers, idle_gap_ns)
     del launched, callers
     points = points.drop("key", "owner")  # (the pieces' order and owners: read by the segments alone)
-    parts = [gpu.lazy(), few[0].lazy(), _launch_edges(work, points), few[1].lazy(), _chain_edges(segments, anchors, lanes)]
+    parts = [gpu.lazy(), few[0].lazy(), launch_edges(work, points), few[1].lazy(), chain_edges(segments, anchors, lanes)]
     # one plan for the edges of every kind
     edges = pl.concat([p.select(list(EDGE_SCHEMA)).cast(EDGE_SCHEMA) for p in parts]).collect(engine=ENGINE)
     # what the order and the result read, and nothing else: the rest of the points and of the
@@ -218,8 +217,8 @@ def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None
     ok, order = _in_order(edges, points, work)
     dropped = ok.len() - ok.sum()
     del points, work
-    # one chunk per column (every reader gathers or joins on them; chunked, the what-ifs took
-    # 20 % longer), made once the order's work is let go: a copy either way
+    # one chunk per column (every reader gathers or joins on them, and a gather walks every
+    # chunk), made once the order's work is let go: a copy either way
     edges = (edges.filter(ok) if dropped else edges).rechunk()
     counts = {k: 0 for k in EDGE_KINDS} | dict(edges.group_by("kind").len().rows())
     return DepGraph(edges=edges, segments=segments, syncs=syncs, slices=kept, start_ns=w0, end_ns=w1,
@@ -256,8 +255,8 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
     rank = pl.Series(dtype=I64).extend_constant(0, n).scatter(ranked, pl.int_range(n, dtype=I64, eager=True))
     ok = rank.gather(edges["src"]) < rank.gather(edges["dst"])
     del rank
-    # the kept edges' ends one column at a time, each let go once marked (both at once, the
-    # 1 GB trace's 2.25M edges, with the ranks still held, took 0.1 GB more at the build's peak)
+    # the kept edges' ends one column at a time, each let go once marked (both at once, with
+    # the ranks still held, add to the build's peak)
     used = pl.Series(dtype=BOOL).extend_constant(False, n)
     for end in ("src", "dst"):
         used = used.scatter(edges[end].filter(ok), True)
@@ -270,7 +269,7 @@ def _in_order(edges: pl.DataFrame, points: pl.DataFrame, work: pl.DataFrame) -> 
 def _cpu_slices(trace: Trace) -> pl.DataFrame:
     """CPU slices with a `role`: op | python | runtime. Their names are codes (`model.TEXT`):
     every step of the build copies them (sorted, nested, filtered), four bytes a slice where
-    text took a 16-byte view (the 1 GB trace's 2.4M slices); the calls' names are read as
+    text takes a 16-byte view; the calls' names are read as
     text where a pattern is matched (`sync_waits`, `cross_stream_edges`)."""
     cat = pl.col("cat")
     python = cat.is_in(["user_annotation", "python_function"]) | pl.col("name").str.contains(STEP_NAME)
@@ -286,12 +285,12 @@ def _cpu_slices(trace: Trace) -> pl.DataFrame:
 def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
     """GPU work rows with launch info and class (gpu_compute | gpu_memory | communication)."""
     if links.is_empty():
-        return pl.DataFrame(schema=_WORK_SCHEMA)
-    cls = work_class(links).replace_strict(_GPU_CLASS, return_dtype=CLASS)
+        return pl.DataFrame(schema=WORK_SCHEMA)
+    cls = work_class(links).replace_strict(GPU_CLASS, return_dtype=CLASS)
     return links.lazy().filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
         "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",
-        "launch_tid", cls=cls).cast(_WORK_SCHEMA).collect(engine=ENGINE)
+        "launch_tid", cls=cls).cast(WORK_SCHEMA).collect(engine=ENGINE)
 
 
 def _bounds(slices: pl.DataFrame, work: pl.DataFrame, start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
@@ -309,312 +308,6 @@ def _clip(frame: pl.DataFrame, w0: int, w1: int) -> pl.DataFrame:
     return frame.filter(keep).with_columns(ts.clip(w0, w1), end.clip(w0, w1))
 
 
-# -- CPU chains ----------------------------------------------------------------------------
-
-def _points(nested: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """Start/end points of the CPU slices in chain order; `node` = row index. And each
-    thread's lane (`cpu:pid:tid`), by `_thread`.
-
-    At equal times ends come before starts, inner ends before outer ones, outer starts
-    before inner ones. A zero-length slice has only its start point. `owner` is the
-    innermost slice open right after the point. Threads sort as (pid, tid) through one
-    integer per thread (`_thread`, their rank): sorting on two strings costs more. The
-    points carry that integer, not the lane's text: a row's lane is read from `lanes` where
-    an edge or a piece needs it (a text column sorted with the points cost 16 bytes a
-    point, 150 MB on the 1 GB trace).
-    """
-    dur = pl.col("end_ns") - pl.col("ts_ns")
-    threads = nested.select("pid", "tid").unique().sort("pid", "tid").with_row_index("_thread")
-    lanes = threads.select(pl.format("cpu:{}:{}", "pid", "tid").cast(TEXT)).to_series().rename("lane")
-    # each slice's thread number, found by a join of the two key columns alone (a join of
-    # the slices' columns copied them all: 0.09 GB on the 1 GB trace's 2.4M slices)
-    thread = nested.select("pid", "tid").join(threads, on=["pid", "tid"], how="left", nulls_equal=True,
-                                              maintain_order="left")["_thread"]
-    nested = nested.select("eid", "ts_ns", "end_ns", "depth", "parent_eid").with_columns(_thread=thread)
-    del thread
-    depth = pl.col("depth").cast(pl.Int32)  # (a sort key only: four bytes a point fewer to sort and hold)
-    starts = nested.select("_thread", "eid", t=pl.col("ts_ns"), opening=pl.lit(True),
-                           key=depth, owner=pl.when(dur > 0).then(pl.col("eid")).otherwise(pl.col("parent_eid")))
-    ends = nested.lazy().filter(dur > 0).select(  # (lazy: only these columns are filtered)
-        "_thread", "eid", t=pl.col("end_ns"), opening=pl.lit(False), key=-depth,
-        owner=pl.col("parent_eid")).collect(engine=ENGINE)
-    del nested
-    # `nested` is in (ts, eid) order (`with_parents`), so the starts are in eid order among
-    # equal times: with the ends put in eid order, a stable sort on the other four keys gives
-    # the order of all five (the 1 GB trace's 4.6M points: 0.20-0.27 s against 0.65-0.68 s)
-    ends = ends.sort("eid")
-    both = pl.concat([starts, ends])
-    del starts, ends
-    # the sort finds the order on its keys alone, and each column is then gathered in it and
-    # let go (a sort of the whole frame held every column twice: 0.15 GB on the 1 GB trace)
-    by = sort_order(both, "_thread", "t", "opening", "key", maintain_order=True)
-    columns = dict(zip(both.columns, both.get_columns(), strict=True))
-    del both
-    pts = pl.DataFrame({"node": pl.int_range(by.len(), dtype=I64, eager=True),
-                        **{name: columns.pop(name).gather(by) for name in list(columns)}})
-    return pts, lanes
-
-
-def _segments(points: pl.DataFrame, lanes: pl.Series, nested: pl.DataFrame, syncs: pl.DataFrame,
-              launched: pl.DataFrame, callers: pl.DataFrame, idle_gap_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The CPU pieces (SEGMENT_SCHEMA, `src` = the anchor the piece's chain edge starts at) and the anchors."""
-    same = pl.col("_thread") == pl.col("_thread").shift(-1)
-    first = ~(pl.col("_thread") == pl.col("_thread").shift(1)).fill_null(False)
-    # points stay in node order throughout (membership tests, not joins): `src` is a forward
-    # fill along it, and the segments come out sorted by `src` (path_segments relies on it)
-    launches = pl.col("eid").is_in(launched["launch_eid"].implode())
-    waits = pl.col("eid").is_in(syncs["eid"].implode())
-    pts = points.with_columns(_next=pl.when(same).then(pl.col("t").shift(-1)), _first=first,
-                              _last=~same.fill_null(False))
-    anchor = (pl.col("_first") | pl.col("_last") | (pl.col("opening") & launches) | (~pl.col("opening") & waits))
-    pts = pts.with_columns(_anchor=anchor.fill_null(False))
-    pts = pts.with_columns(src=pl.when("_anchor").then("node").forward_fill())
-    anchors = pts.select("node", "_thread", "t", "eid", "_anchor").filter("_anchor").drop("_anchor")
-    # (only what a piece reads: a filter of every point column copied 0.1 GB more on the 1 GB trace)
-    # every point is made a piece and each thread's last (no next point: no piece) is left
-    # out at the end (`_between`), so that the columns stay one chunk while they are worked on
-    last = pts["_last"]
-    seg = pts.select("src", "_thread", "t", "_next", "owner")
-    del pts  # (the columns made here go before the pieces' own are: 0.07 GB on the 1 GB trace)
-    owners = _owners(nested, syncs, callers)  # one row per slice: each piece reads its owner's row
-    at = rows_of(owners, seg["owner"])
-    seg = pl.concat([seg, owners.select("role", "name", "launches", "block_ns").gather(at.set(at < 0, None))],
-                    how="horizontal")
-    del owners, at
-    length = pl.col("_next") - pl.col("t")
-    hostless = pl.col("role").is_null() | (pl.col("role") == "python")
-    idle = hostless & (length > idle_gap_ns)
-    cls = (pl.when(idle).then(pl.lit("idle", CLASS))
-           .when(hostless).then(pl.lit("python_overhead", CLASS))
-           .when(pl.col("block_ns").is_not_null()).then(pl.lit("sync_wait", CLASS))
-           .when(pl.col("launches")).then(pl.lit("launch_overhead", CLASS))
-           .otherwise(pl.lit("cpu_compute", CLASS)))
-    weight = (pl.when(idle).then(0)
-              .when(pl.col("block_ns").is_not_null()).then(pl.min_horizontal(length, "block_ns"))
-              .otherwise(length))
-    # one step: the class and the weight side by side, and only the result's columns kept
-    seg = seg.select("src", lanes.gather(seg["_thread"]), start_ns="t", end_ns="_next", cls=cls,
-                     weight_ns=weight, eid="owner", name="name", role="role").cast(SEGMENT_SCHEMA)
-    return _between(seg, last), anchors
-
-
-def _between(points: pl.DataFrame, last: pl.Series) -> pl.DataFrame:
-    """The rows of `points` but each thread's last (`last`): the pieces, one per point that
-    has a next one on its thread. Those are a few rows of millions, so the rows between
-    them are taken as slices of the columns, which copy nothing (a filter of the points
-    copied five columns, 0.16 GB on the 1 GB trace's 4.6M points, beside the points' own),
-    unless there are more than `MAX_PIECE_RUNS` threads: the pieces' columns are then as
-    many chunks, which every later gather would walk."""
-    ends = last.arg_true()
-    if ends.len() > MAX_PIECE_RUNS:
-        return points.filter(~last)
-    bounds = [-1, *ends.to_list()]
-    runs = [points.slice(a + 1, b - a - 1) for a, b in pairwise(bounds) if b - a > 1]
-    return pl.concat(runs) if runs else points.clear()
-
-
-MAX_PIECE_RUNS = 64
-
-
-def _owners(nested: pl.DataFrame, syncs: pl.DataFrame, callers: pl.DataFrame) -> pl.DataFrame:
-    """Per slice: role, name, block weight, and `launches`: it launched GPU work, or a call
-    below it did, or (for a runtime call) the op around it launches (dispatch work).
-
-    The callers' ancestors (up to 256 levels) are flagged by `walks.flag_callers`."""
-    out = flag_callers(nested.select("eid", "role", "name", "parent_eid"), nested, callers)
-    out = out.with_columns(
-        launches=pl.col("_up").fill_null(False) | ((pl.col("role") == "runtime") & pl.col("_around").fill_null(False)))
-    return out.select("eid", "role", pl.col("name").cast(TEXT), "launches").join(
-        syncs.select("eid", block_ns="tail_ns"), on="eid", how="left")
-
-
-def piece_runs(src: pl.Series, anchors: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(lo, hi) per anchor: its pieces are the rows lo..hi-1 of the segments, whose `src`
-    column is sorted (`_segments` makes it so; a binary search of unsorted anchors would
-    find wrong runs, so it is checked, a pass over the column)."""
-    if not src.is_sorted():
-        raise ValueError("DepGraph.segments must be sorted by src, as build_graph makes them")
-    return src.search_sorted(anchors, side="left").cast(I64), src.search_sorted(anchors, side="right").cast(I64)
-
-
-def run_sums(weights: pl.Series, lo: pl.Series, hi: pl.Series) -> pl.Series:
-    """The sum of `weights` over rows lo..hi-1, per (lo, hi): a difference of running sums
-    (nulls count 0), instead of a group-by of every piece and a join back (the 1 GB trace's
-    4.6M pieces: 0.28 s for the graph's chain edges, 0.4 s per what-if scenario)."""
-    running = pl.concat([pl.Series([0], dtype=I64), weights.cast(I64).fill_null(0).cum_sum()])
-    return running.gather(hi) - running.gather(lo)
-
-
-def _chain_edges(segments: pl.DataFrame, anchors: pl.DataFrame, lanes: pl.Series) -> pl.LazyFrame:
-    """One edge per pair of consecutive anchors on a thread: the sum of the pieces between
-    (the anchor's run of pieces, `piece_runs`)."""
-    same = pl.col("_thread") == pl.col("_thread").shift(-1)
-    pairs = anchors.sort("node")
-    sums = run_sums(segments["weight_ns"], *piece_runs(segments["src"], pairs["node"]))
-    pairs = pairs.lazy().with_columns(weight_ns=sums, dst=pl.when(same).then(pl.col("node").shift(-1)),
-                                      _end=pl.when(same).then(pl.col("t").shift(-1)))
-    pairs = pairs.filter(pl.col("dst").is_not_null())
-    return pairs.select(src="node", dst="dst", kind=pl.lit("cpu", KIND), weight_ns="weight_ns",
-                        start_ns="t", end_ns="_end", cls=pl.lit(None, CLASS), eid=pl.lit(None, I64),
-                        name=pl.lit(None, TEXT), lane=_lane(lanes), inferred=pl.lit(False),
-                        src_eid=pl.lit(None, I64))
-
-
-# -- GPU side ------------------------------------------------------------------------------
-
-def _gpu_edges(work: pl.DataFrame) -> pl.DataFrame:
-    lane = pl.format("gpu:{}:{}", "device", "stream")
-    rows = work.lazy()
-    own = rows.select(src="s_node", dst="e_node", kind=pl.lit("gpu", KIND), weight_ns=pl.col("end_ns") - pl.col("ts_ns"),
-                      start_ns="ts_ns", end_ns="end_ns", cls="cls", eid="eid", name="name", lane=lane,
-                      inferred=pl.lit(False), src_eid="eid")
-    same = (pl.col("device") == pl.col("device").shift(-1)) & (pl.col("stream") == pl.col("stream").shift(-1))
-    nxt = rows.with_columns(_dst=pl.col("s_node").shift(-1), _t=pl.col("ts_ns").shift(-1),
-                            _eid=pl.col("eid").shift(-1), _name=pl.col("name").shift(-1)).filter(same)
-    order = nxt.select(src="e_node", dst="_dst", kind=pl.lit("stream", KIND), weight_ns=pl.lit(0, I64), start_ns="end_ns",
-                       end_ns="_t", cls=pl.lit("idle", CLASS), eid="_eid", name="_name", lane=lane, inferred=pl.lit(False),
-                       src_eid="eid")
-    return pl.concat([own, order]).collect(engine=ENGINE)
-
-
-def _launch_edges(work: pl.DataFrame, points: pl.DataFrame) -> pl.LazyFrame:
-    starts = points.lazy().filter("opening").select(launch_eid="eid", src="node", _t="t")
-    rows = work.lazy().join(starts, on="launch_eid", how="inner")
-    return rows.select("src", dst="s_node", kind=pl.lit("launch", KIND), weight_ns=pl.lit(0, I64), start_ns="_t",
-                       end_ns="ts_ns", cls=pl.lit("launch_overhead", CLASS), eid="eid", name="name",
-                       lane=pl.format("gpu:{}:{}", "device", "stream"), inferred=pl.lit(False), src_eid="launch_eid")
-
-
-def _sync_edges(syncs: pl.DataFrame, work: pl.DataFrame, points: pl.DataFrame, lanes: pl.Series,
-                slices: pl.DataFrame) -> pl.LazyFrame:
-    ends = points.lazy().filter(~pl.col("opening")).select("eid", "_thread", dst="node", end_ns="t")
-    rows = syncs.lazy().filter(pl.col("gpu_eid").is_not_null()).join(ends, on="eid", maintain_order="left").join(
-        work.lazy().select(gpu_eid="eid", src="e_node", start_ns="end_ns"), on="gpu_eid", maintain_order="left").join(
-        slices.lazy().select("eid", "name"), on="eid", how="left", maintain_order="left")  # in the calls' order
-    return rows.select("src", "dst", kind=pl.lit("sync", KIND), weight_ns="tail_ns", start_ns="start_ns", end_ns="end_ns",
-                       cls=pl.lit("sync_wait", CLASS), eid="eid", name="name", lane=_lane(lanes),
-                       inferred="inferred", src_eid="gpu_eid")
-
-
-def _lane(lanes: pl.Series) -> pl.Expr:
-    """The lane text of each row's `_thread` (the threads' ranks index `lanes`)."""
-    return pl.lit(lanes).gather(pl.col("_thread"))
-
-
 def _records(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
     """The `cuda_sync` records in the window."""
     return _clip(trace.gpu.filter(pl.col("cat") == "cuda_sync"), start_ns, end_ns)
-
-
-def sync_waits(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame, *,
-               tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
-               min_blocking_ns: int = DEFAULT_MIN_BLOCKING_NS) -> pl.DataFrame:
-    """Blocking calls and the GPU work each waited for (SYNC_SCHEMA; see the module docstring).
-
-    Named sync calls that waited for nothing get a row with a null `gpu_eid` and the whole
-    call as `tail_ns` (pure sync overhead).
-    """
-    calls = slices.lazy().filter((pl.col("role") == "runtime") & (pl.col("end_ns") > pl.col("ts_ns"))).with_columns(
-        kind=sync_kind(pl.col("name").cast(STR))).collect(engine=ENGINE)
-    if calls.is_empty() or work.is_empty():
-        named = calls.filter(pl.col("kind").is_not_null())
-        return named.select("eid", gpu_eid=pl.lit(None, I64), tail_ns=pl.col("end_ns") - pl.col("ts_ns"),
-                            inferred=pl.lit(False), source=pl.lit("name")).cast(SYNC_SCHEMA).sort("eid")
-    rec = sync_records(trace.gpu).rename({"device": "r_device", "stream": "r_stream", "record": "r_kind"})
-    calls_ = calls.lazy().join(rec, on="correlation", how="left", maintain_order="left")
-    right = work.lazy().select(_t="end_ns", gpu_eid="eid", device="device", stream="stream", w_end="end_ns",
-                               w_launch="launch_ts_ns").sort("_t")
-    left = calls_.with_columns(_t=pl.col("end_ns")).sort("_t")
-    own = calls_.join(work.lazy().select("launch_eid", gpu_eid="eid", w_end="end_ns"), left_on="eid",
-                      right_on="launch_eid")
-    own = own.filter(pl.col("w_end") <= pl.col("end_ns")).sort(["w_end", "gpu_eid"], descending=[True, False]).unique(
-        "eid", keep="first")
-    stream_rec = left.filter(pl.col("r_kind") == "Stream Sync").join_asof(
-        right, on="_t", by_left=["r_device", "r_stream"], by_right=["device", "stream"], strategy="backward",
-        check_sortedness=False)
-    dev_rec = left.filter(pl.col("r_kind").is_not_null() & (pl.col("r_kind") != "Stream Sync")).join_asof(
-        right.drop("stream"), on="_t", by_left="r_device", by_right="device", strategy="backward",
-        check_sortedness=False)
-    anywhere = left.filter(pl.col("r_kind").is_null()).join_asof(
-        right.drop("device", "stream"), on="_t", strategy="backward", check_sortedness=False)
-    waited = (pl.col("w_end") >= pl.col("ts_ns")) & (pl.col("w_launch").is_null() | (pl.col("w_launch") < pl.col("ts_ns")))
-    dur = pl.col("end_ns") - pl.col("ts_ns")
-    timed = ((dur >= min_blocking_ns) & (pl.col("end_ns") - pl.col("w_end") <= tolerance_ns)
-             & (2 * (pl.col("w_end") - pl.col("ts_ns")) >= dur))
-    cols = ["eid", "gpu_eid", "w_end", "end_ns", "inferred", "source"]
-    picks = [
-        own.filter(pl.col("w_end").is_between(pl.col("ts_ns"), pl.col("end_ns"))).with_columns(inferred=pl.lit(False), source=pl.lit("own_work")),
-        pl.concat([stream_rec, dev_rec], how="diagonal_relaxed").filter(waited).with_columns(
-            inferred=pl.lit(False), source=pl.lit("record")),
-        anywhere.filter(waited & pl.col("kind").is_not_null()).with_columns(inferred=pl.lit(True), source=pl.lit("name")),
-        anywhere.filter(waited & pl.col("kind").is_null() & timed).with_columns(
-            inferred=pl.lit(True), source=pl.lit("timing")),
-    ]
-    found = pl.concat([p.select(cols) for p in picks], how="vertical_relaxed").unique("eid", keep="first",
-                                                                                     maintain_order=True)
-    found = found.select("eid", "gpu_eid", tail_ns=pl.col("end_ns") - pl.col("w_end"), inferred="inferred",
-                         source="source")
-    idle = calls.lazy().filter(pl.col("kind").is_not_null()).join(found, on="eid", how="anti").select(
-        "eid", gpu_eid=pl.lit(None, I64), tail_ns=dur, inferred=pl.lit(False), source=pl.lit("name"))
-    # in call order
-    return pl.concat([found.cast(SYNC_SCHEMA), idle.cast(SYNC_SCHEMA)]).sort("eid").collect(engine=ENGINE)
-
-
-def cross_stream_edges(trace: Trace, slices: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
-    """Edges from the work an event recorded to the first work that waited on it (EDGE_SCHEMA)."""
-    rt = slices.lazy().filter(pl.col("role") == "runtime")
-    waits = rt.filter(pl.col("name").cast(STR).str.contains(STREAM_WAIT_CALL)).collect(engine=ENGINE)
-    if waits.is_empty() or work.is_empty() or work["launch_ts_ns"].is_null().all():
-        return pl.DataFrame(schema=EDGE_SCHEMA)
-    launched = work.lazy().filter(pl.col("launch_ts_ns").is_not_null()).select(
-        pid="launch_pid", tid="launch_tid", _t="launch_ts_ns", device="device", stream="stream", s_node="s_node",
-        e_node="e_node", t_s="ts_ns", t_e="end_ns", g_eid="eid", g_name="name").sort("_t")
-    kind = pl.coalesce("sync_kind", "name")
-    recs = trace.gpu.lazy().filter((pl.col("cat") == "cuda_sync") & kind.str.contains("Wait Event")).select(
-        "correlation", device="device", w_stream="stream",
-        on_stream=pl.col("args").str.json_path_match("$.wait_on_stream").cast(I64, strict=False),
-        rec_corr=pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(I64, strict=False))
-    recs = recs.unique("correlation", keep="first", maintain_order=True)
-    calls = waits.lazy().join(recs, on="correlation", how="left", maintain_order="left")
-    known = calls.filter(pl.col("on_stream").is_not_null()).join(
-        rt.select(rec_corr="correlation", rec_ts="ts_ns").drop_nulls(), on="rec_corr", how="inner")
-    src = known.sort("rec_ts").join_asof(
-        launched.select("_t", "device", on_stream="stream", src="e_node", s_t="t_e", s_eid="g_eid"), left_on="rec_ts",
-        right_on="_t", by=["device", "on_stream"], strategy="backward", check_sortedness=False)
-    dst = src.drop("_t").sort("ts_ns").join_asof(
-        launched.select("_t", "device", w_stream="stream", dst="s_node", d_t="t_s", d_eid="g_eid", d_name="g_name"),
-        left_on="ts_ns", right_on="_t", by=["device", "w_stream"], strategy="forward", check_sortedness=False)
-    dst = dst.select("src", "dst", "s_t", "d_t", "s_eid", "d_eid", "d_name", d_device="device", d_stream="w_stream",
-                     inferred=pl.lit(False))
-    guessed = _guessed_waits(calls.filter(pl.col("on_stream").is_null()), rt, launched)
-    both = pl.concat([dst.cast(_GUESS_SCHEMA), guessed]).filter(
-        pl.col("src").is_not_null() & pl.col("dst").is_not_null() & (pl.col("s_t") <= pl.col("d_t")))
-    return both.select("src", "dst", kind=pl.lit("cross_stream", KIND), weight_ns=pl.lit(0, I64), start_ns="s_t",
-                       end_ns="d_t", cls=pl.lit("idle", CLASS), eid="d_eid", name="d_name",
-                       lane=pl.format("gpu:{}:{}", "d_device", "d_stream"), inferred="inferred",
-                       src_eid="s_eid").cast(EDGE_SCHEMA).collect(engine=ENGINE)
-
-
-_GUESS_SCHEMA: dict[str, pl.DataType] = {
-    "src": I64, "dst": I64, "s_t": I64, "d_t": I64, "s_eid": I64, "d_eid": I64, "d_name": TEXT, "d_device": I64,
-    "d_stream": I64, "inferred": BOOL,
-}
-
-
-def _guessed_waits(calls: pl.LazyFrame, rt: pl.LazyFrame, launched: pl.LazyFrame) -> pl.LazyFrame:
-    """Waits without a record: the thread's last event record before the wait; the work the
-    thread launched before that record (recorded stream) and after the wait (waiting stream)."""
-    recs = rt.filter(pl.col("name").cast(STR).str.contains(EVENT_RECORD_CALL)).select("pid", "tid", rec_ts="ts_ns")
-    # no record call on the thread before the wait (some traces do not list them): the wait itself
-    calls = calls.select("pid", "tid", "ts_ns").sort("ts_ns").join_asof(
-        recs.sort("rec_ts"), left_on="ts_ns", right_on="rec_ts", by=["pid", "tid"], strategy="backward",
-        check_sortedness=False).with_columns(pl.coalesce("rec_ts", "ts_ns").alias("rec_ts"))
-    before = calls.sort("rec_ts").join_asof(
-        launched, left_on="rec_ts", right_on="_t", by=["pid", "tid"], strategy="backward", check_sortedness=False)
-    after = before.drop("_t").sort("ts_ns").join_asof(
-        launched, left_on="ts_ns", right_on="_t", by=["pid", "tid"], strategy="forward", check_sortedness=False,
-        suffix="_d")
-    ok = (pl.col("device") == pl.col("device_d")) & (pl.col("stream") != pl.col("stream_d"))
-    return after.filter(ok).select(src="e_node", dst="s_node_d", s_t="t_e", d_t="t_s_d", s_eid="g_eid", d_eid="g_eid_d",
-                                   d_name="g_name_d", d_device="device_d", d_stream="stream_d",
-                                   inferred=pl.lit(True)).cast(_GUESS_SCHEMA)

@@ -17,15 +17,8 @@ before its start is read as zero-length at its start.
   the merged intervals are disjoint, so a running sum of their lengths, read with two
   as-of joins at each query's start and end, gives it (no pairs of query and interval).
 - `stab`: for points, every interval that contains them.
-- `innermost`: for points, the one slice with the same keys (e.g. thread) that contains
-  them and started last. Sort the slices by key and start; the candidates of a point are
-  the slices up to the last one that started at or before it (an as-of join); the answer
-  is the last of those that ends after the point, found by binary lifting over running
-  maxima of the ends (log2(n) vectorised steps, no pairs of point and slice formed). With
-  the C passes built (`_slices.c`), one merge of the sorted slices and points with a stack
-  per key finds the same slice in linear time; the Polars steps stay the reference.
-- `touched`: the slices that contain at least one point with the same keys: the number
-  of points inside a slice is a difference of two as-of counts.
+- `innermost`, `touched` (`slice_lookups`, re-exported here): for points, the slice
+  of the same keys that contains them and started last; the slices that contain one.
 
 The joins on time use `DataFrame.join_where` with exactly two inequalities (Polars runs
 those as an IEJoin); equality keys are applied afterwards as a filter, because mixing them
@@ -34,15 +27,22 @@ into `join_where` makes Polars fall back to a cross join.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
 from tracekit import native
-from tracekit.analysis.order import sort_order
-from tracekit.analysis.stab import stab, stab_rows  # noqa: F401  (re-exported, beside the other interval passes)
-from tracekit.model import ENGINE, I64_MAX, I64_MIN
+from tracekit.analysis.interval_keys import one_key
+from tracekit.analysis.slice_lookups import innermost, touched
+from tracekit.analysis.stab import stab, stab_rows
+from tracekit.model import ENGINE
 from tracekit.native import kernels
+
+# `stab`, `innermost` and `touched` are re-exported, beside the other interval passes
+__all__ = [
+    "GAP_POSITIONS", "clip_to_window", "clip_to_windows", "covered_ns", "gaps", "gaps_plan", "innermost", "stab",
+    "stab_rows", "total_union_ns", "touched", "union", "union_ns", "union_ns_plan", "union_plan",
+]
 
 I64 = pl.Int64
 GAP_POSITIONS = ("before_first", "between", "after_last", "empty")
@@ -62,8 +62,8 @@ def union(frame: pl.DataFrame, *, by: Sequence[str] = (), start: str = "ts_ns",
 
 
 def union_plan(rows: pl.LazyFrame, by: list[str], start: str = "ts_ns", end: str = "end_ns") -> pl.LazyFrame:
-    """`union` as a plan, for a caller's larger plan (a union of 1 to 5,000 rows took
-    2-2.7 ms as eager steps, 0.8-1.6 ms as one plan)."""
+    """`union` as a plan, for a caller's larger plan (one plan pays Polars' planning once,
+    where eager steps pay it per step)."""
     rows = rows.select(*by, start_ns=pl.col(start).cast(I64), end_ns=pl.max_horizontal(start, end).cast(I64))
     rows = rows.drop_nulls(["start_ns", "end_ns"]).sort([*by, "start_ns"])
     first = pl.int_range(pl.len()) == 0
@@ -183,29 +183,6 @@ def gaps_plan(frame: pl.DataFrame, bounds: pl.DataFrame | None = None, *, by: Se
     return found.cast(schema).sort([*by, "start_ns"])
 
 
-def _one_key(frames: Sequence[pl.LazyFrame], keys: Sequence[str]) -> tuple[list[pl.LazyFrame], list[str]]:
-    """The frames with their `keys` (a thread's pid and tid, say) replaced by one Int64
-    column, equal in every frame for equal keys and null where a key is null; a single
-    integer key stays as it is. Sorts, windows and as-of joins `by` one integer run several
-    times faster than by text: `touched` on the 1 GB trace's top-level ops took 0.18 s
-    against 0.53 s, the coding 0.04 s."""
-    keys = list(keys)
-    if not keys or (len(keys) == 1 and frames[0].collect_schema()[keys[0]].is_integer()):
-        return list(frames), keys
-    schema = frames[0].select(keys).collect_schema()
-    if _codes(schema):  # text held as codes: the codes side by side, with no table to join (`_group_numbers`)
-        number = _code_number(schema).alias(_CODE)
-        return [f.with_columns(number).drop(keys) for f in frames], [_CODE]
-    # made once (as a plan, each frame's join could run it on its own and number the keys
-    # in another order)
-    table = pl.concat([f.select(keys).cast(dict(schema)) for f in frames]).drop_nulls().unique(
-        maintain_order=True).with_row_index(_CODE).select(*keys, pl.col(_CODE).cast(I64)).collect(engine=ENGINE)
-    return [f.join(table.lazy(), on=keys, how="left", maintain_order="left").drop(keys) for f in frames], [_CODE]
-
-
-_CODE = "_key_code"
-
-
 def _keyed(rows: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     """`rows` with a constant key column when `by` is empty."""
     return rows if by else rows.with_columns(pl.lit(0, I64).alias(_KEY))
@@ -223,7 +200,7 @@ def covered_ns(queries: pl.DataFrame, intervals: pl.DataFrame, *, on: Sequence[s
     out_schema = {"qid": I64, "covered_ns": I64}
     if queries.is_empty() or intervals.is_empty():
         return pl.DataFrame(schema=out_schema)
-    (ivs, qs), on = _one_key([intervals.lazy().select(*on, start, end), queries.lazy()], on)
+    (ivs, qs), on = one_key([intervals.lazy().select(*on, start, end), queries.lazy()], on)
     return _covered(ivs, qs, on, start, end, whole).cast(out_schema)
 
 
@@ -276,136 +253,3 @@ def _covered_native(ivs: pl.LazyFrame, qs: pl.LazyFrame, on: list[str], start: s
 
 
 _covered = native.register("covered_ns", c=_covered_native, reference=_covered_joins)
-
-
-def innermost(points: pl.DataFrame, slices: pl.DataFrame, *, on: Sequence[str], at: str = "t",
-              start: str = "ts_ns", end: str = "end_ns", length: str = "dur_ns", order: str = "eid") -> pl.DataFrame:
-    """For each point, the slice with the same `on` values that contains it (`start <= at < end`)
-    and starts last; of several, the shortest (`length`), then the highest `order`.
-
-    The same pick as `stab` filtered on the keys and sorted by (start desc, length asc, order
-    desc, nulls first), without forming every pair. Returns the points that have one, with
-    the slice's columns (those not in `on`) added.
-    """
-    keys = list(on)
-    cols = [c for c in slices.columns if c not in keys]
-    if points.is_empty() or slices.is_empty():
-        return pl.DataFrame(schema={**points.schema, **{c: slices.schema[c] for c in cols}})
-    return _innermost(points, slices, keys, cols, at=at, start=start, end=end, length=length, order=order)
-
-
-def _innermost_steps(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str], cols: list[str], *, at: str,
-                     start: str, end: str, length: str, order: str) -> pl.DataFrame:
-    """`innermost` by an as-of join and binary lifting over the slices' ends (the reference)."""
-    # ascending order in which the pick is the *last* candidate (nulls of length/order last: they win ties)
-    rows = slices.drop_nulls([*keys, start, end]).sort(
-        [*keys, start, length, order], descending=[False] * len(keys) + [False, True, False], nulls_last=True
-    ).with_row_index("_i")
-    last = rows.unique([*keys, start], keep="last", maintain_order=True).select(*keys, start, _i=pl.col("_i").cast(I64))
-    pts = points.with_row_index("_pt").drop_nulls([*keys, at]).sort(at)
-    cand = pts.join_asof(last.sort(start), left_on=at, right_on=start, by=keys, strategy="backward",
-                         check_sortedness=False).filter(pl.col("_i").is_not_null())
-    # binary lifting: peaks[j][i] = max end over rows (i - 2^j, i]; skip a block that ends by `at`
-    ends = rows[end].cast(I64)
-    peaks = [ends]
-    while (1 << (len(peaks) - 1)) < rows.height:
-        size = 1 << (len(peaks) - 1)
-        prev = peaks[-1]
-        peaks.append(pl.select(pl.max_horizontal(prev, prev.shift(size))).to_series())
-    i, t = cand["_i"], cand[at].cast(I64)
-    for level in reversed(range(len(peaks))):
-        skip = (i >= 0) & (peaks[level].gather(i.clip(lower_bound=0)) <= t)
-        i = pl.select(pl.when(skip).then(i - (1 << level)).otherwise(i)).to_series()
-    found = cand.select("_pt", *keys, at, _i=i).filter(pl.col("_i") >= 0)
-    picked = rows.select(*keys, *cols, _i=pl.col("_i").cast(I64)).rename({k: f"_s_{k}" for k in keys})
-    found = found.join(picked, on="_i", how="left")
-    same = pl.all_horizontal(*[pl.col(k) == pl.col(f"_s_{k}") for k in keys], pl.col(end) > pl.col(at))
-    found = found.filter(same).select("_pt", *cols)
-    out = points.with_row_index("_pt").join(found, on="_pt", how="inner", maintain_order="left")
-    return out.drop("_pt")
-
-
-def _innermost_native(points: pl.DataFrame, slices: pl.DataFrame, keys: list[str], cols: list[str], *, at: str,
-                      start: str, end: str, length: str, order: str) -> pl.DataFrame:
-    """`innermost` by the C pass: the keys become one group number shared by slices and
-    points, both are sorted by it, and the pass returns each point's slice row."""
-    rows = slices.drop_nulls([*keys, start, end])
-    pts = points.with_row_index("_pt").drop_nulls([*keys, at])
-    group = _group_numbers(rows.select(keys), pts.select(keys).cast(rows.select(keys).schema))
-    # the pass reads the slices through the permutation that sorts them by group and start
-    # (it orders the slices that start together itself): nothing of theirs is gathered into
-    # that order, and the picked slices' columns are gathered once, by row. Slices in time
-    # order (a trace's are) take a stable sort on the group alone: on the 1 GB trace's 1.36M
-    # ops, looked up by the gaps, the lookup peaked at +64 MiB against +142 MiB when the
-    # numbers were ranked, sorted on the four keys of the pick and gathered into that order
-    keyed = rows.select(start, end, _len=pl.col(length).cast(I64).fill_null(I64_MIN),
-                        _ord=pl.col(order).cast(I64).fill_null(I64_MAX), _g=group.head(rows.height))
-    by = sort_order(keyed, "_g", maintain_order=True) if keyed[start].is_sorted() else sort_order(keyed, "_g", start)
-    pts = pts.select("_pt", _g=group.tail(pts.height), _t=pl.col(at).cast(I64)).sort("_g", "_t")
-    del group
-    pick = kernels.innermost((*(keyed[c] for c in ("_g", start, end, "_len", "_ord")), by), (pts["_g"], pts["_t"]))
-    del keyed, by
-    found = pts.select("_pt").with_columns(_i=pick).drop_nulls("_i").sort("_pt")
-    picked = rows.select(cols).gather(found["_i"])
-    taken = points.gather(found["_pt"])
-    return pl.concat([taken, picked.rename({c: f"{c}_right" for c in cols if c in taken.columns})], how="horizontal")
-
-
-_innermost = native.register("innermost", c=_innermost_native, reference=_innermost_steps)
-
-
-def _codes(schema: Mapping[str, pl.DataType]) -> bool:
-    """Keys whose codes make one number (`_code_number`): one or two text columns held as codes."""
-    return 0 < len(schema) <= 2 and all(isinstance(t, (pl.Categorical, pl.Enum)) for t in schema.values())
-
-
-def _code_number(schema: Mapping[str, pl.DataType]) -> pl.Expr:
-    """One Int64 from the codes of the `_codes` keys (32 bits each, side by side): equal where
-    the keys are equal in every frame of the same column types (the codes are the type's,
-    not the frame's), null where one is null."""
-    number = pl.lit(0, I64)
-    for name in schema:
-        number = number * (1 << 32) + pl.col(name).cast(schema[name]).to_physical().cast(I64)
-    return number
-
-
-def _group_numbers(first: pl.DataFrame, second: pl.DataFrame) -> pl.Series:
-    """One Int64 per row of `first` then of `second` (frames of the same key columns, no
-    nulls), equal where the keys are equal. Up to two text columns held as codes
-    (`model.TEXT`: a thread's pid and tid) or one integer column give their numbers as they
-    are (the codes side by side in one number); other keys are ranked."""
-    schema = first.schema
-    if _codes(schema):
-        number = _code_number(schema)
-    elif len(schema) == 1 and next(iter(schema.values())) in (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8,
-                                                             pl.UInt16, pl.UInt32):
-        number = pl.col(next(iter(schema))).cast(I64)
-    else:
-        both = pl.concat([first, second])
-        return both.select(pl.struct(list(schema)).rank("dense").cast(I64)).to_series()
-    return pl.concat([first.select(number), second.select(number)]).to_series()
-
-
-def touched(slices: pl.DataFrame, points: pl.DataFrame, *, on: Sequence[str], at: str = "t",
-            start: str = "ts_ns", end: str = "end_ns") -> pl.DataFrame:
-    """The rows of `slices` that contain at least one point with the same `on` values
-    (`start <= at < end`; integer times), in their order.
-
-    Points per key are counted up to a time with an as-of join on their distinct times:
-    a slice holds count(at <= end - 1) - count(at <= start - 1) of them.
-    """
-    if slices.is_empty() or points.is_empty():
-        return slices.clear()
-    numbered = slices.lazy().with_row_index("_row")
-    (pts, rows), keys = _one_key([points.lazy().select(*on, at), numbered.select("_row", *on, start, end)], on)
-    counts = (pts.drop_nulls([*keys, at]).group_by([*keys, at]).len().sort([*keys, at])
-              .select(*keys, _t=pl.col(at).cast(I64), _n=pl.col("len").cum_sum().over(keys).cast(I64)))
-    rows = rows.drop_nulls([*keys, start, end]).select(
-        "_row", *keys, _lo=pl.col(start).cast(I64) - 1, _hi=pl.col(end).cast(I64) - 1)
-    upto = counts.sort("_t")
-    rows = rows.sort("_hi").join_asof(upto, left_on="_hi", right_on="_t", by=keys, strategy="backward",
-                                      check_sortedness=False).rename({"_n": "_n_hi"}).drop("_t")
-    rows = rows.sort("_lo").join_asof(upto, left_on="_lo", right_on="_t", by=keys, strategy="backward",
-                                      check_sortedness=False)
-    hit = rows.filter(pl.col("_n_hi").fill_null(0) > pl.col("_n").fill_null(0)).select("_row")
-    return numbered.join(hit, on="_row", how="semi", maintain_order="left").drop("_row").collect(engine=ENGINE)

@@ -49,7 +49,7 @@ FAMILY_RULES: tuple[tuple[str, str], ...] = (
 LAUNCH_FAMILIES: tuple[str, ...] = tuple(f for f, _ in FAMILY_RULES)
 
 # the launches' text columns are codes (`model.TEXT`): four bytes a launch where text took a
-# 16-byte view (the 1 GB trace's 0.53M launches: 18 MiB for the rest of a report)
+# 16-byte view, for the rest of a report
 LAUNCH_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64, "name": TEXT, "family": TEXT, "pid": TEXT, "tid": TEXT, "ts_ns": I64, "dur_ns": I64,
     "end_ns": I64, "correlation": I64, "op_eid": I64, "op_name": TEXT, "gpu_events": I64, "gpu_ns": I64,
@@ -98,7 +98,7 @@ class LaunchStats:
     def queue(self) -> pl.DataFrame:
         """QUEUE_SCHEMA: the queue depth per stream at each launched activity, made from the
         GPU links when first read and kept from then on (a report reads `streams` and
-        `max_queue_depth` alone: the queue had held 20 MiB of the 1 GB trace's report)."""
+        `max_queue_depth` alone, so a report need not hold the queue)."""
         return constant_columns(_queue(self.gpu)) if self.gpu is not None else pl.DataFrame(schema=QUEUE_SCHEMA)
 
 
@@ -125,8 +125,7 @@ def launch_stats(trace: Trace, *, calls: pl.DataFrame | None = None,
 
 def _launch_stats(calls: pl.DataFrame, gpu: pl.DataFrame) -> LaunchStats:
     # the queue first, read for its summary and let go (`LaunchStats.queue` makes it again
-    # when read) before the launches are made: their peaks do not add up (the 1 GB trace's
-    # statistics peaked at +113 MiB over their inputs against +157 MiB the other way round)
+    # when read) before the launches are made: their peaks do not add up
     queue = _queue(gpu)
     streams, max_queue_depth = _streams(queue), int(queue["depth"].max() or 0)  # type: ignore[arg-type]
     del queue
@@ -163,8 +162,8 @@ def _launches(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
         stream=pl.col("stream").first(), first_gpu_ts_ns=pl.col("ts_ns").min(),
         last_gpu_end_ns=pl.col("end_ns").max(),
     ).rename({"launch_eid": "eid"})
-    # in the calls' order: sorted only when they are not in time order (a sort copied every
-    # column of a million launches on the 1 GB trace)
+    # in the calls' order: sorted only when they are not in time order (a sort copies every
+    # column of every launch)
     calls_ = calls.lazy().with_columns(family=launch_family(pl.col("name"))).filter(pl.col("family").is_not_null())
     out = calls_.join(work, on="eid", how="left", maintain_order="left").with_columns(
         pl.col("gpu_events", "gpu_ns").fill_null(0),

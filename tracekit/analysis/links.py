@@ -39,11 +39,11 @@ LAUNCH_COLUMNS = {
 LINK = pl.Enum(["external_id", "containment"])  # how a row's op was found: one byte a row
 # the names the calls and the GPU work are given (their launch call's, their op's) are codes
 # (`model.TEXT`): four bytes a row where text took a 16-byte view, in frames held for the
-# whole of `analyse()` (the 1 GB trace's 1.02M calls and 0.53M GPU rows: 24 MiB)
+# whole of `analyse()`
 OP_COLUMNS = {"op_eid": pl.Int64, "op_name": TEXT, "op_external_id": pl.Int64, "link": LINK}
 # `cpu_ops` and `gpu_links` leave out the ops' and the GPU work's columns that no analysis
-# reads (`model.UNREAD_OP_COLUMNS`, `model.UNREAD_GPU_COLUMNS`; the 1 GB trace's 1.36M ops:
-# 0.06 GB held for the whole of `analyse()`)
+# reads (`model.UNREAD_OP_COLUMNS`, `model.UNREAD_GPU_COLUMNS`): they would be held for the
+# whole of `analyse()`
 
 
 def cpu_ops(trace: Trace) -> pl.DataFrame:
@@ -51,7 +51,7 @@ def cpu_ops(trace: Trace) -> pl.DataFrame:
     `UNREAD_OP_COLUMNS`.
 
     Their `cat`, "cpu_op" on every row, is held as one value (`loader.constants`): the
-    filter had copied it, a 16-byte view a row (21 MB on the 1 GB trace, for the whole run)."""
+    filter would copy it, a 16-byte view a row, held for the whole run."""
     ops = trace.ops.drop(UNREAD_OP_COLUMNS, strict=False).filter(pl.col("cat") == "cpu_op")
     if ops.height > 1:
         ops = ops.with_columns(pl.lit("cpu_op", ops.schema["cat"]).alias("cat"))
@@ -75,7 +75,7 @@ def _launch_ops(trace: Trace, tree: OpTree) -> pl.DataFrame:
     if rt.is_empty() or ops.is_empty():
         return rt.with_columns(*(pl.lit(None, t).alias(c) for c, t in OP_COLUMNS.items()))
     # the deepest op of each External id on each thread (ties: the first in time), on the
-    # columns it reads: sorting every column of the ops cost 0.4 s on the 1 GB trace
+    # columns it reads (not a sort of every column of the ops)
     by_ext = _ops_by_ext(ops, ("pid", "tid"))
     # the joins keep the calls' order (time, then eid): no sort of every column afterwards.
     # No link: an op that does not contain the call, and an id that is the call's own

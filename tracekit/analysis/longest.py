@@ -106,8 +106,8 @@ def longest_path(order: EdgeOrder, weights: pl.Series) -> tuple[pl.Series, int]:
     """The nodes of the longest path (Int64, in path order), as `nx.dag_longest_path` would
     return them, and its weight (the same as `longest_weight`: one pass gives both).
 
-    The nodes stay a column: as a list, the 1 GB trace's 4.4M were as many Python ints,
-    twice over (0.17 GB each), at the critical path's largest."""
+    The nodes stay a column: as a list they would be as many Python ints, twice over, at
+    the critical path's largest."""
     if not order.nodes:
         return pl.Series("node", [], dtype=I64), 0
     return _path(order, weights)

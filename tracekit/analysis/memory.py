@@ -31,7 +31,7 @@ I64, F64, STR = pl.Int64, pl.Float64, pl.String
 KEYS = ["device_type", "device_id"]
 
 # the timeline's text columns are codes (`model.TEXT`): four bytes a sample where text took
-# a 16-byte view (the 1 GB trace's 0.67M samples: 15 MB for the rest of a report)
+# a 16-byte view, for the rest of a report
 TIMELINE_SCHEMA: dict[str, pl.DataType] = {
     "eid": I64, "device_type": I64, "device_id": I64, "device": TEXT, "pid": TEXT, "tid": TEXT,
     "ts_ns": I64, "bytes": I64, "total_allocated": I64, "total_reserved": I64, "op_eid": I64, "op_name": TEXT,
@@ -53,7 +53,7 @@ class MemoryStats:
 
     `timeline` (TIMELINE_SCHEMA: every sample, per device in time order) is made from the
     trace when first read, and kept from then on: a report reads the devices and the ops
-    alone, and the timeline had held 49 MiB of the 1 GB trace's report for nothing."""
+    alone, so a report need not hold the timeline."""
 
     devices: pl.DataFrame  # DEVICE_SCHEMA: peak and op at the peak per device
     by_op: pl.DataFrame  # BY_OP_SCHEMA: allocations and frees per op name, by bytes

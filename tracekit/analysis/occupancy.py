@@ -258,7 +258,7 @@ def occupancy_table(gpu: pl.DataFrame, devices: pl.DataFrame, *,
 
     From `per_launch` (`occupancy(gpu, devices)`, or a frame of at least the columns read
     here) when given; else from the launches' columns it reads (`occupancy_plan`), which
-    are let go once it is made (the whole per-launch frame is 71 MB on the 1 GB trace)."""
+    are let go once it is made (the whole per-launch frame need not be)."""
     columns = ("name", "dur_ns", "theoretical_occupancy", "kineto_occupancy_pct", "sm_efficiency", "limiting_factor")
     plan = occupancy_plan(gpu, devices) if per_launch is None else per_launch.lazy()
     occ = plan.select(columns).collect(engine=ENGINE).lazy()

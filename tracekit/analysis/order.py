@@ -17,8 +17,8 @@ def longest(rows: pl.DataFrame, by: str = "dur_ns", then: tuple[str, ...] = ("ts
     the group-bys and joins before it produced, which changed from run to run.)
 
     head: only the first `head` rows of that order. Only rows at least as long as the
-    head-th longest can be among them, so only those are sorted (the 1 GB trace's 500k
-    device gaps, for a table of 30: 0.35 s sorted whole)."""
+    head-th longest can be among them, so only those are sorted (a table of 30 rows of
+    half a million need not sort them all)."""
     keys = [by, *(c for c in then if c in rows.columns)]
     if head is not None and 0 < head < rows.height and rows[by].count() >= head:  # (nulls sort last)
         rows = rows.filter(pl.col(by) >= rows[by].drop_nulls().top_k(head).min())

@@ -150,8 +150,8 @@ def _launched_work(rows: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     ).collect(engine=ENGINE)
     spans = rows.select("eid", "pid", "tid", "ts_ns", "end_ns", _step=pl.col("name").str.contains(STEP_NAME))
     # the pairs' rows first; the thread test reads the keys alone, and only the pairs kept
-    # gather the columns the instances read (the 1 GB trace's 0.68M pairs, every column of
-    # both sides gathered, then deduplicated, had peaked at +155 MiB over the inputs). Each
+    # gather the columns the instances read (every column of both sides gathered, then
+    # deduplicated, peaks far higher). Each
     # (annotation, activity) pair comes once: an activity is one row of the links
     p, s = stab_rows(calls, spans, at="t")
     keys = pl.concat([calls.select("c_pid", "c_tid").gather(p), spans.select("pid", "tid", "_step").gather(s)],

@@ -77,7 +77,7 @@ def group_frame(key: str, group: Columns, dicts: dict[str, Any]) -> tuple[pl.Laz
     """One group's columns (lists from `batch`, or the native scanner's buffers) -> the
     plan for its clean columns: ts_ns, dur_ns, pid... (lazy: it runs with the rest of the
     chunk's plans), and the names of those columns (known here: asking the plan for its
-    schema took about 1 ms a call, 7 calls a chunk, on the loading's busiest thread)."""
+    schema costs a planning pass a call, on the loading's busiest thread)."""
     frame = scanned_frame(group) if scanned(group) else listed_frame(group)  # the scanner's: taken over as they are
     del group
     have = set(frame.columns)

@@ -5,8 +5,8 @@ constant (scalar) column. Every reader sees the same values, but the column take
 memory, and filters, gathers, sorts and joins of its frame copy nothing for it, where a
 plain column is copied row by row (16 bytes a row for text, nulls too). Traces are full of
 such columns: the shape columns of a capture without `record_shapes`, one process or
-category on every runtime call, the flows' fixed category and name. On the 1 GB trace the
-op tree alone (`links.cpu_ops`, a filter of the ops) copied 0.1 GB of them.
+category on every runtime call, the flows' fixed category and name; the op tree alone
+(`links.cpu_ops`, a filter of the ops) would copy them for every op.
 
 Made by the load (each frame as it is built) and by the caches as they read a frame back
 (a file read back fills every column's values). Defined in the model (`model.constant_columns`),

@@ -1,14 +1,14 @@
 """A lean trace: the frames less what no analysis reads, for commands that only analyse.
 
-A trace holds more than the analyses read. On the 1 GB trace these took 0.14 GB for the
-whole of a report, a tenth of its peak:
-- the flow events (`flows`, 59 MB): the analyses link launches to GPU work by
-  correlation id, not by flow;
+A trace holds more than the analyses read, a part of a report's peak held for the whole
+of it:
+- the flow events (`flows`): the analyses link launches to GPU work by correlation id,
+  not by flow;
 - the ops' leftover `args` text and their autograd and Python ids
-  (`model.UNREAD_OP_COLUMNS`, 67 MB): `Ev Idx`, `Record function id`, sequence numbers;
-- the runtime calls' CUPTI callback ids (`model.UNREAD_RUNTIME_COLUMNS`, 8 MB);
-- the GPU rows' `args` text (`model.UNREAD_GPU_COLUMNS`) but that of `cuda_sync` records
-  (20 MB), where the dependency graph reads which stream a wait was on.
+  (`model.UNREAD_OP_COLUMNS`): `Ev Idx`, `Record function id`, sequence numbers;
+- the runtime calls' CUPTI callback ids (`model.UNREAD_RUNTIME_COLUMNS`);
+- the GPU rows' `args` text (`model.UNREAD_GPU_COLUMNS`) but that of `cuda_sync` records,
+  where the dependency graph reads which stream a wait was on.
 
 `lean_trace` keeps every frame and column: flows has no rows, and the columns left out
 hold nulls (constant columns, which take no memory: `loader.constants`). `meta.lean`

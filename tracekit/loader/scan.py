@@ -82,9 +82,8 @@ class Reader:
 
     With `read_into` (a plain file: `source.Stream.read_into`) the text is read straight
     into the buffer a chunk is cut from, sized for it: no pieces, no reading thread, and no
-    join of the pieces into a chunk (on the 1 GB trace that join copied every byte once
-    more, 0.44 s of the main thread's time, which also waited 0.7 s for the reading thread's
-    pieces)."""
+    join of the pieces into a chunk (which copies every byte once more, on the main thread,
+    which would also wait for the reading thread's pieces)."""
 
     def __init__(self, pieces: Iterator[bytes], *, chunk_bytes: int, path: str = "",
                  read_into: Callable[[memoryview], int] | None = None) -> None:

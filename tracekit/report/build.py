@@ -280,8 +280,8 @@ def _idle_and_path_lanes(a: Analysis) -> list[tuple[str, str, pl.DataFrame]]:
     """Each device's idle time by cause, and the critical path (whole-trace lanes: a
     timeline draws the part inside its window)."""
     lanes = []
-    # the four columns read, filtered lazily: an eager filter copied every column of the gaps
-    # first (the 1 GB trace's 0.5M device gaps: with the path's lane below, 0.6 GB at once)
+    # the four columns read, filtered lazily: an eager filter would copy every column of the
+    # gaps first, at once with the path's lane below
     gaps = a.gaps.gaps.lazy().filter(pl.col("scope") == "device").select(
         "device", "start_ns", "end_ns", "cause").collect(engine=ENGINE)
     for device, rows in sorted(gaps.group_by("device"), key=lambda kv: kv[0][0] or 0):

@@ -52,8 +52,8 @@ def cpu_lanes(trace: Trace, *, t0: int, t1: int, max_lanes: int = 4) -> list[tup
     """The busiest CPU threads: ops (cpu), launch calls (launch) and blocking syncs (sync).
 
     The threads are ranked on their durations alone; only the chosen threads' rows become
-    intervals (lazily filtered: the 1 GB trace's 2.4M ops and calls as one frame of
-    intervals, then filtered per lane, had cost 0.28 GB at once)."""
+    intervals (lazily filtered: every op and call as one frame of intervals, filtered per
+    lane afterwards, is large at once)."""
     window = (pl.col("end_ns") >= t0) & (pl.col("ts_ns") <= t1)
     ops = trace.ops.lazy().filter(
         pl.col("cat").is_in(["cpu_op", "user_annotation"]) & ~pl.col("name").str.starts_with("ProfilerStep#") & window

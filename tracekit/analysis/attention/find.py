@@ -150,7 +150,7 @@ def core_kind(name: pl.Expr) -> pl.Expr:
 def op_regions(ops: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """SDPA, flex and library attention ops (cpu_op, and flex python functions)."""
     # the patterns run on the distinct names (a few dozen), which the rows then look up:
-    # on every row of the 1 GB trace's 1.4M ops they took 0.27 s
+    # run on every row, they cost a regex scan per op
     name = pl.col("name")
     kinds = ops.select(name.unique()).filter(name.is_not_null()).with_columns(_kind=core_kind(name)).filter(
         pl.col("_kind").is_not_null())

@@ -24,7 +24,7 @@ def low_comm_overlap(ctx: Context, p: Params) -> Hit | None:
         return None
     if b.communication_total_ns < p.min_comm_share * b.span_ns or b.overlap_share >= p.max_overlap:
         return None
-    # (one filter of the GPU rows: `Trace.kernels` first copied every kernel, 0.08 GB on the 1 GB trace)
+    # (one filter of the GPU rows: `Trace.kernels` would first copy every kernel)
     gpu = ctx.trace.gpu
     comm = longest(gpu.filter((pl.col("cat") == "kernel") & is_communication(gpu["name"])))
     return Hit(title=f"Only {fmt.pct(b.overlap_share)} of {fmt.ns(b.communication_total_ns)} of communication overlaps "

@@ -186,8 +186,8 @@ def kernel_outliers(ctx: Context, p: Params) -> Hit | None:
     shape = ctx.trace.ops.select(pl.col("input_dims").gather(at.set(at < 0, None))).to_series()
     k = k.with_columns(_shape=shape)
     # the calls alike as one number: the texts as their codes' numbers (`model.TEXT`), ranked
-    # once; three windows over the five columns, names and shapes as text, had taken 0.23 GB
-    # on the 1 GB trace's 0.47M kernels, this 0.06 GB
+    # once (three windows over the five columns, names and shapes as text, take about four
+    # times the memory)
     same = [pl.col("name").cast(TEXT).to_physical(), "grid_x", "grid_y", "grid_z",
             pl.col("_shape").cast(TEXT).to_physical()]
     k = k.with_columns(_g=pl.struct(same).rank("dense"))
