@@ -154,9 +154,8 @@ def write(directory: Path, key: str | None, analysis: Any) -> bool:
 def write_frame(frame: pl.DataFrame, path: Path) -> None:
     """One frame of an entry, as one record batch. A text column's values may point into
     large buffers shared with other frames (names gathered from the trace's), and each
-    batch writes every buffer its rows point into: in 36 batches, the 1 GB trace's path
-    segments were read back as 1.4 GB, in one as 0.48 GB (and in one chunk, which later
-    gathers of text want)."""
+    batch writes every buffer its rows point into: one batch writes them once (and reads
+    back as one chunk, which later gathers of text want)."""
     frame.write_ipc(path, compression=COMPRESSION, record_batch_size=max(frame.height, 1))
 
 

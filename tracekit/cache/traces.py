@@ -146,9 +146,8 @@ def _meta_frames() -> dict[str, dict[str, pl.DataType]]:
 def _read_frame(data: dict[str, bytes], name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     import polars as pl
 
-    # one chunk, as a fresh load gives: Parquet reads back one per row group (11 for the 1 GB
-    # trace's ops), and gathering text across chunks copies it (an analysis of the cached
-    # 1 GB trace took 23.9 s with the chunks, 20.8 s without)
+    # one chunk, as a fresh load gives: Parquet reads back one per row group, and gathering
+    # text across chunks copies it
     frame = pl.read_parquet(data[name], memory_map=False).rechunk()
     if dict(frame.schema) != schema:
         raise ValueError(f"{name}: schema differs from the model")
