@@ -54,7 +54,7 @@ FORMAT = "1"  # bump when the entry layout changes
 SUBDIR = entries.ANALYSES
 TREE = "analysis.json"
 ROW = "__tracekit_row"
-COMPRESSION = "zstd"  # 54 MB trace: 4.9 MB of frames (lz4 11.8 MB, none 68 MB), read back in 0.06 s
+COMPRESSION = "zstd"  # the smallest entries of the codecs tried, and quick to read back
 
 
 class Unstorable(TypeError):
