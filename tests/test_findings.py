@@ -553,8 +553,8 @@ def test_context_properties_are_computed_once_per_context(tmp_path, monkeypatch)
     from tracekit.findings import context
 
     trace = launch_bound(n=5).load(tmp_path)
-    calls, real = [], context.cpu_ops
-    monkeypatch.setattr(context, "cpu_ops", lambda t: calls.append(1) or real(t))
+    calls, real = [], context.op_tree
+    monkeypatch.setattr(context, "op_tree", lambda t: calls.append(1) or real(t))
     ctx = context.Context(trace)
     assert ctx.nested is ctx.nested and len(calls) == 1
     assert context.Context(trace).nested is not ctx.nested  # once per context: another computes its own

@@ -199,3 +199,22 @@ def test_the_analyses_and_report_leave_constant_columns_constant(name):
     assert ("ops", "ph") in constant and ("runtime", "pid") in constant and len(constant) >= 10
     build_report(trace, analysis=analyse(trace))
     assert [(f, c) for f, c in constant if getattr(trace, f).select(c).estimated_size() >= 64] == []
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz"])
+def test_every_gpu_name_is_classified_once(name, monkeypatch):
+    """The taxonomy step classifies the trace's GPU names; every analysis and rule after it is
+    handed that classification, so none classifies a GPU name again."""
+    from conftest import real_trace
+
+    import tracekit
+    from tracekit.analysis import taxonomy
+
+    trace = tracekit.load(real_trace(name))
+    real, seen = taxonomy._classify, []
+    monkeypatch.setattr(taxonomy, "_classify", lambda frame: seen.append(frame["name"].to_list()) or real(frame))
+    analyse(trace)
+    gpu = set(trace.gpu["name"].drop_nulls())
+    assert set(seen[0]) == gpu
+    assert [n for names in seen[1:] for n in names if n in gpu] == []

@@ -119,7 +119,8 @@ def resolve_window(trace: Trace, window: str | None = None, *, index: int | None
 
 def critical_path(trace: Trace, *, window: str | None = None, index: int | None = None,
                   graph: DepGraph | None = None, links: pl.DataFrame | None = None, keep_graph: bool = True,
-                  handed_over: bool = False, **graph_options: int) -> CriticalPath:
+                  handed_over: bool = False, classes: pl.DataFrame | None = None,
+                  **graph_options: int) -> CriticalPath:
     """The critical path of the whole trace or of one window (see `resolve_window`).
 
     keep_graph: keep the graph in the result (`CriticalPath.graph`). Without it, a graph
@@ -144,7 +145,7 @@ def critical_path(trace: Trace, *, window: str | None = None, index: int | None 
     del steps
     segments = with_context(segs, slices, links)
     del segs, slices
-    return summarise(segments, shape, label=label, graph=kept)
+    return summarise(segments, shape, label=label, graph=kept, classes=classes)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class GraphShape:
         return self.end_ns - self.start_ns
 
 
-def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGraph | None = None) -> CriticalPath:
+def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGraph | None = None,
+              classes: pl.DataFrame | None = None) -> CriticalPath:
     window_ns = shape.window_ns
     has_gpu = shape.edge_counts.get("gpu", 0) > 0
     per = segs.group_by("cls").agg(ns=pl.col("dur_ns").sum())
@@ -187,6 +189,6 @@ def summarise(segs: pl.DataFrame, shape: GraphShape, *, label: str, graph: DepGr
     return CriticalPath(
         segments=segs, by_class=by_class, by_context=by_context, window=label, start_ns=shape.start_ns,
         end_ns=shape.end_ns, weight_ns=int(segs["weight_ns"].sum() or 0), shares=shares, verdict=verdict,
-        verdict_share=share, sentence=sentence_of(verdict, share, shares, segs),
+        verdict_share=share, sentence=sentence_of(verdict, share, shares, segs, classes=classes),
         nodes=shape.nodes, edges=shape.edges, edge_counts=shape.edge_counts,
         inferred_edges=shape.inferred_edges, graph=graph)

@@ -172,11 +172,13 @@ class DepGraph:
 def build_graph(trace: Trace, *, start_ns: int | None = None, end_ns: int | None = None,
                 sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
                 min_blocking_ns: int = DEFAULT_MIN_BLOCKING_NS, idle_gap_ns: int = DEFAULT_IDLE_GAP_NS,
-                links: pl.DataFrame | None = None) -> DepGraph:
-    """The dependency graph of the trace, or of the window [start_ns, end_ns) (clipped)."""
+                links: pl.DataFrame | None = None, classes: pl.DataFrame | None = None) -> DepGraph:
+    """The dependency graph of the trace, or of the window [start_ns, end_ns) (clipped);
+    `links` (`links.gpu_links`) and `classes` (`taxonomy.classify_names` of the GPU names)
+    computed when not given."""
     links = gpu_links(trace) if links is None else links
     slices = _cpu_slices(trace)
-    work = _work(trace, links)
+    work = _work(trace, links, classes)
     w0, w1 = _bounds(slices, work, start_ns, end_ns)
     slices, work = _clip(slices, w0, w1), _clip(work, w0, w1)
     nested = with_parents(slices.with_columns(dur_ns=pl.col("end_ns") - pl.col("ts_ns")))
@@ -282,11 +284,11 @@ def _cpu_slices(trace: Trace) -> pl.DataFrame:
     return pl.concat([ops, rt.cast(ops.schema)]).sort("ts_ns", "eid")
 
 
-def _work(trace: Trace, links: pl.DataFrame) -> pl.DataFrame:
+def _work(trace: Trace, links: pl.DataFrame, classes: pl.DataFrame | None) -> pl.DataFrame:
     """GPU work rows with launch info and class (gpu_compute | gpu_memory | communication)."""
     if links.is_empty():
         return pl.DataFrame(schema=WORK_SCHEMA)
-    cls = work_class(links).replace_strict(GPU_CLASS, return_dtype=CLASS)
+    cls = work_class(links, classes=classes).replace_strict(GPU_CLASS, return_dtype=CLASS)
     return links.lazy().filter(pl.col("cat").is_in(GPU_WORK_CATS)).select(
         "eid", "name", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts_ns",
         pl.max_horizontal("ts_ns", "end_ns").alias("end_ns"), "launch_eid", "launch_ts_ns", "launch_pid",

@@ -36,7 +36,8 @@ def _top(segs: pl.DataFrame, classes: tuple[str, ...], col: str = "context") -> 
     return rows[col][0] if rows.height else "(unknown)"
 
 
-def sentence_of(verdict: str, share: float, shares: dict[str, float], segs: pl.DataFrame) -> str:
+def sentence_of(verdict: str, share: float, shares: dict[str, float], segs: pl.DataFrame, *,
+                classes: pl.DataFrame | None = None) -> str:
     p = fmt.pct(share, 0)
     if verdict == "empty":
         return "empty window: nothing to analyse"
@@ -45,7 +46,7 @@ def sentence_of(verdict: str, share: float, shares: dict[str, float], segs: pl.D
                 f"Python and calls {fmt.pct(shares['python_overhead'] + shares['launch_overhead'], 0)})")
     if verdict == "gpu-bound":
         gpu = segs.select("cls", "name", "dur_ns").filter(pl.col("cls").is_in(GROUPS["gpu-bound"]))
-        classes = classify_names(gpu["name"]).select(pl.col("name").cast(TEXT), "kernel_class")
+        classes = classify_names(gpu["name"], classes=classes).select(pl.col("name").cast(TEXT), "kernel_class")
         kinds = gpu.join(classes, on="name", how="left").with_columns(pl.col("kernel_class").fill_null("other"))
         lead = _top(kinds, GROUPS[verdict], "kernel_class")
         top = _top(kinds.filter(pl.col("kernel_class") == lead), GROUPS[verdict], "name")

@@ -56,9 +56,9 @@ def chain_finding(result: RooflineResult, *, min_ops: int = 3, min_lost_share: f
 
 
 def attention_finding(result: RooflineResult, *, min_lost_share: float = 0.005,
-                      max_evidence: int = 5) -> dict | None:
-    """`roofline.attention_below_expected`, or None."""
-    return _attention_finding(result, min_lost_share * result.gpu_ns, max_evidence)
+                      max_evidence: int = 5, classes: pl.DataFrame | None = None) -> dict | None:
+    """`roofline.attention_below_expected`, or None (`classes`: as `taxonomy.classify_names`'s)."""
+    return _attention_finding(result, min_lost_share * result.gpu_ns, max_evidence, classes)
 
 
 def _finding(result: RooflineResult, fid: str, title: str, lost_ns: float, evidence: list[dict],
@@ -151,13 +151,14 @@ def _chain_finding(result: RooflineResult, min_ops: int, floor_ns: float, n: int
                     "(torch.compile, a fused RMSNorm/rotary/SwiGLU kernel) moves the data once")
 
 
-def _attention_finding(result: RooflineResult, floor_ns: float, n: int) -> dict | None:
+def _attention_finding(result: RooflineResult, floor_ns: float, n: int,
+                       classes: pl.DataFrame | None = None) -> dict | None:
     """Attention shapes below the efficiency their backend reaches (ATTENTION_EXPECTED)."""
     ops = result.ops.filter((pl.col("work_class") == "attention") & pl.col("efficiency").is_not_null())
     if ops.is_empty():
         return None
     hopper = result.devices.select("device", _hopper=pl.col("product").str.contains(r"^H(100|200|800)"))
-    backend = _taxonomy(ops["top_kernel"]).select(top_kernel="kernel", backend="attention_backend")
+    backend = _taxonomy(ops["top_kernel"], classes).select(top_kernel="kernel", backend="attention_backend")
     ops = ops.join(hopper, on="device", how="left").join(backend, on="top_kernel", how="left").with_columns(
         backend=pl.when((pl.col("backend") == "flash") & pl.col("_hopper").fill_null(False))
         .then(pl.lit("flash_hopper")).otherwise(pl.col("backend").fill_null("other")))

@@ -106,9 +106,10 @@ def faster(dep: DepGraph, *, kernel_class: str, factor: float, order: Order | No
     return _faster(dep, _classes(dep), kernel_class=kernel_class, factor=factor, order=order)
 
 
-def _classes(dep: DepGraph) -> pl.DataFrame:
-    """(name, kernel_class) of the GPU edges' kernels."""
-    return classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"]).select(
+def _classes(dep: DepGraph, known: pl.DataFrame | None = None) -> pl.DataFrame:
+    """(name, kernel_class) of the GPU edges' kernels (`known`: as `taxonomy.classify_names`'s
+    `classes`)."""
+    return classify_names(dep.edges.filter(pl.col("kind") == "gpu")["name"], classes=known).select(
         pl.col("name").cast(TEXT), "kernel_class")
 
 
@@ -121,13 +122,14 @@ def _faster(dep: DepGraph, classes: pl.DataFrame, *, kernel_class: str, factor: 
     return _estimate(dep, f"faster:{kernel_class}", f"{kernel_class} kernels {factor:g}x faster", weights, order)
 
 
-def standard(dep: DepGraph) -> list[WhatIf]:
-    """The scenarios a report shows: no launch overhead, no syncs, the top GPU class 2x faster."""
+def standard(dep: DepGraph, *, classes: pl.DataFrame | None = None) -> list[WhatIf]:
+    """The scenarios a report shows: no launch overhead, no syncs, the top GPU class 2x faster
+    (`classes`: `taxonomy.classify_names` of the trace's GPU names, when the caller has it)."""
     order = dep.edge_order
     out = [no_launch_overhead(dep, order=order), no_syncs(dep, order=order)]
     gpu = dep.edges.filter(pl.col("kind") == "gpu")
     if gpu.height:
-        classes = _classes(dep)  # (classified once for the pick and the scenario)
+        classes = _classes(dep, classes)  # (classified once for the pick and the scenario)
         kinds = gpu.join(classes, on="name", how="left")
         top = kinds.group_by("kernel_class").agg(ns=pl.col("weight_ns").sum()).sort(
             ["ns", "kernel_class"], descending=[True, False], nulls_last=True)

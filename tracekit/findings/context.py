@@ -22,7 +22,8 @@ from tracekit.analysis import syncs as _syncs
 from tracekit.analysis import timeline as _timeline
 from tracekit.analysis import windows as _windows
 from tracekit.analysis.attribution import op_paths
-from tracekit.analysis.links import cpu_ops, gpu_links, launch_ops
+from tracekit.analysis.links import gpu_links, launch_ops, op_tree
+from tracekit.analysis.nesting import OpTree
 from tracekit.analysis.occupancy import occupancy_plan
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.findings.model import Evidence
@@ -72,19 +73,34 @@ class Context:
 
     # -- shared analyses ------------------------------------------------------------------
     @cached_property
+    def tree(self) -> OpTree:
+        """The op tree (`links.op_tree`): what op paths and the C walks derive from it is kept."""
+        return op_tree(self.trace)
+
+    @cached_property
     def nested(self) -> pl.DataFrame:
-        return cpu_ops(self.trace)
+        return self.tree.frame
 
     @cached_property
     def launches(self) -> pl.DataFrame:
-        return launch_ops(self.trace, ops=self.nested)
+        return launch_ops(self.trace, ops=self.tree)
+
+    @cached_property
+    def gpu_links(self) -> pl.DataFrame:
+        """GPU work with launch call and op (`links.gpu_links`)."""
+        return gpu_links(self.trace, launches=self.launches, ops=self.tree)
+
+    @cached_property
+    def taxonomy(self) -> pl.DataFrame:
+        """`taxonomy.classify_names` of every GPU name: what the rules classify names from."""
+        return classify_names(self.trace.gpu["name"])
 
     @cached_property
     def links(self) -> pl.DataFrame:
-        """GPU work with launch call and op (`links.gpu_links`), plus `op_path` and taxonomy."""
-        links = gpu_links(self.trace, launches=self.launches)
-        paths = op_paths(self.nested, links["op_eid"]).rename({"eid": "op_eid"})
-        classes = classify_names(links["name"])
+        """GPU work with launch call and op (`gpu_links`), plus `op_path` and taxonomy."""
+        links = self.gpu_links
+        paths = op_paths(self.tree, links["op_eid"]).rename({"eid": "op_eid"})
+        classes = classify_names(links["name"], classes=self.taxonomy)
         return links.join(paths, on="op_eid", how="left").join(classes, on="name", how="left")
 
     @cached_property
@@ -99,7 +115,8 @@ class Context:
         """`analysis.attention.analyze_attention` on the shared op tree and launches."""
         from tracekit.analysis.attention import analyze_attention
 
-        return analyze_attention(self.trace, ops=self.nested, launches=self.launches)
+        return analyze_attention(self.trace, ops=self.tree, launches=self.launches, links=self.gpu_links,
+                                 classes=self.taxonomy)
 
     @cached_property
     def roofline(self) -> Any:
@@ -136,19 +153,19 @@ class Context:
 
     @cached_property
     def gaps(self) -> _gaps.Gaps:
-        return _gaps.gaps(self.trace, links=gpu_links(self.trace, launches=self.launches))
+        return _gaps.gaps(self.trace, links=self.gpu_links, ops=self.tree)
 
     @cached_property
     def syncs(self) -> _syncs.SyncStats:
-        return _syncs.sync_stats(self.trace)
+        return _syncs.sync_stats(self.trace, ops=self.tree, launches=self.launches)
 
     @cached_property
     def copies(self) -> _syncs.CopyStats:
-        return _syncs.copy_stats(self.trace)
+        return _syncs.copy_stats(self.trace, ops=self.tree, links=self.gpu_links)
 
     @cached_property
     def breakdown(self) -> _breakdown.Breakdown:
-        return _breakdown.breakdown(self.trace)
+        return _breakdown.breakdown(self.trace, classes=self.taxonomy)
 
     @cached_property
     def occupancy(self) -> pl.DataFrame:
@@ -161,7 +178,7 @@ class Context:
     def critical_path(self) -> Any:
         from tracekit.analysis.critical_path import critical_path
 
-        return critical_path(self.trace, links=gpu_links(self.trace, launches=self.launches))
+        return critical_path(self.trace, links=self.gpu_links)
 
     @cached_property
     def no_launch_overhead(self) -> Any:

@@ -35,13 +35,15 @@ In = dict[str, Any]
 def _graph(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.analysis.graph import build_graph
 
-    return build_graph(trace, links=i["links"])
+    return build_graph(trace, links=i["links"], classes=i["taxonomy"])
 
 
 def _whatifs(trace: Trace, opts: AnalysisOptions, i: In) -> list[Any]:
     from tracekit.analysis.whatif import standard
 
-    return standard(i["graph"]) if i["graph"] is not None and not trace.gpu_work.is_empty() else []
+    if i["graph"] is None or trace.gpu_work.is_empty():
+        return []
+    return standard(i["graph"], classes=i["taxonomy"])
 
 
 def _critical_path(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
@@ -49,13 +51,14 @@ def _critical_path(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
 
     if i["graph"] is None:  # (the graph's failure is the critical path's note already)
         return None
-    return critical_path(trace, graph=i.pop("graph"), handed_over=True, links=i["links"], keep_graph=opts.keep_graph)
+    return critical_path(trace, graph=i.pop("graph"), handed_over=True, links=i["links"], keep_graph=opts.keep_graph,
+                         classes=i["taxonomy"])
 
 
 def _attention(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.analysis.attention import analyze_attention
 
-    return analyze_attention(trace, ops=i["ops"], launches=i["launch_calls"], links=i["links"])
+    return analyze_attention(trace, ops=i["ops"], launches=i["launch_calls"], links=i["links"], classes=i["taxonomy"])
 
 
 def _roofline(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
@@ -80,7 +83,7 @@ def _findings(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.findings.context import OCCUPANCY_COLUMNS
 
     scenarios = {w.scenario: w for w in i.pop("whatifs")}
-    seed = {"nested": i.pop("ops").frame, "launches": i.pop("launch_calls"),
+    seed = {"tree": i.pop("ops"), "launches": i.pop("launch_calls"), "gpu_links": i.pop("links"),
             "occupancy": i.pop("per_launch").select(OCCUPANCY_COLUMNS),
             "no_launch_overhead": scenarios.get("no_launch_overhead"), **i}
     return run_findings(trace, config=opts.findings_config or None, seed=seed)
@@ -101,10 +104,10 @@ STEPS: tuple[Step, ...] = (
     Step("launch_calls", lambda t, o, i: launch_ops(t, ops=i["ops"]), ("ops",), kept=False),
     Step("links", lambda t, o, i: gpu_links(t, launches=i["launch_calls"], ops=i["ops"]), ("launch_calls", "ops"),
          kept=False),
-    Step("graph", _graph, ("links",), kept=False, optional=True, note_as="critical_path"),
-    Step("whatifs", _whatifs, ("graph",), optional=True, fallback=_no_whatifs),
-    Step("critical_path", _critical_path, ("graph", "links"), optional=True),
     Step("taxonomy", lambda t, o, i: taxonomy.classify_names(t.gpu["name"]), kept=False),
+    Step("graph", _graph, ("links", "taxonomy"), kept=False, optional=True, note_as="critical_path"),
+    Step("whatifs", _whatifs, ("graph", "taxonomy"), optional=True, fallback=_no_whatifs),
+    Step("critical_path", _critical_path, ("graph", "links", "taxonomy"), optional=True),
     Step("timeline", lambda t, o, i: timeline(t)),
     Step("breakdown", lambda t, o, i: breakdown(t, classes=i["taxonomy"]), ("taxonomy",)),
     Step("kernels", lambda t, o, i: taxonomy.kernel_table(t.gpu, classes=i["taxonomy"]), ("taxonomy",)),
@@ -117,7 +120,7 @@ STEPS: tuple[Step, ...] = (
     Step("step_bounds", _step_bounds, kept=False),
     Step("step_timeline", _step_timeline, ("step_bounds",), kept=False),
     Step("memory", lambda t, o, i: memory_stats(t, ops=i["ops"]), ("ops",)),
-    Step("attention", _attention, ("ops", "launch_calls", "links"), optional=True),
+    Step("attention", _attention, ("ops", "launch_calls", "links", "taxonomy"), optional=True),
     Step("roofline", _roofline, ("ops", "links", "taxonomy"), optional=True),
     Step("blocking", lambda t, o, i: blocking_copies(t), kept=False),
     Step("gaps", lambda t, o, i: gaps(t, min_gap_ns=o.min_gap_ns, links=i["links"], ops=i["ops"],
@@ -134,6 +137,7 @@ STEPS: tuple[Step, ...] = (
     Step("compile", lambda t, o, i: compile_stats(t, launches=i["launches"], calls=i["launch_calls"], gpu=i["links"]),
          ("launches", "launch_calls", "links")),
     Step("findings", _findings,
-         ("ops", "launch_calls", "per_launch", "whatifs", "critical_path", "timeline", "breakdown", "step_bounds",
-          "step_timeline", "attention", "roofline", "gaps", "syncs", "copies", "compile"), optional=True),
+         ("ops", "launch_calls", "links", "taxonomy", "per_launch", "whatifs", "critical_path", "timeline",
+          "breakdown", "step_bounds", "step_timeline", "attention", "roofline", "gaps", "syncs", "copies", "compile"),
+         optional=True),
 )

@@ -62,11 +62,13 @@ def analyze_attention(
     ops: pl.DataFrame | OpTree | None = None,
     launches: pl.DataFrame | None = None,
     links: pl.DataFrame | None = None,
+    classes: pl.DataFrame | None = None,
 ) -> AttentionResult:
     """Find and measure every attention call of `trace` (see the module docstring).
 
     `ops` (`links.cpu_ops` or `links.op_tree`), `launches` (`links.launch_ops`) and `links`
-    (`links.gpu_links`) may be passed in when the caller has them already; `max_window_ns`
+    (`links.gpu_links`), `classes` (`taxonomy.classify_names` of the GPU names) may be passed
+    in when the caller has them already; `max_window_ns`
     bounds an eager matmul -> softmax -> matmul chain.
     """
     tree = op_tree(trace) if ops is None else tree_of(ops)
@@ -81,12 +83,12 @@ def analyze_attention(
         placed_in = replace(trace, ops=trace.ops.clear(), runtime=trace.runtime.clear())
         ops, links = ops.clear(), links.clear()
     in_scope_ops = ac.scope_ops(ops, scoped)
-    events = ac.with_stages(ac.gpu_events(links, ops, scoped), in_scope_ops)
+    events = ac.with_stages(ac.gpu_events(links, ops, scoped, classes=classes), in_scope_ops)
     has_gpu = trace.gpu_work.height > 0
     requested = capture_request(trace)
     table = _finish(scoped, events, in_scope_ops, ops, placed_in, has_gpu=has_gpu)
     table = _declared_flex(table, requested).join(_steps(placed_in, scoped), on="call_id", how="left")
-    attention_kernels = _attention_kernels(trace)
+    attention_kernels = _attention_kernels(trace, classes)
     orphans = attention_kernels.join(events.select("eid"), on="eid", how="anti")
     return AttentionResult(
         calls=table,
@@ -217,10 +219,10 @@ def _derived(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _attention_kernels(trace: Trace) -> pl.DataFrame:
+def _attention_kernels(trace: Trace, known: pl.DataFrame | None) -> pl.DataFrame:
     # (the three columns filtered: `Trace.kernels` copied every column of every kernel first)
     kernels = trace.gpu.lazy().filter(pl.col("cat") == "kernel").select("eid", "name", "dur_ns").collect(engine=ENGINE)
-    classes = classify_names(kernels["name"]).filter(pl.col("kernel_class") == "attention").select("name")
+    classes = classify_names(kernels["name"], classes=known).filter(pl.col("kernel_class") == "attention").select("name")
     return kernels.join(classes, on="name", how="semi")
 
 

@@ -113,8 +113,10 @@ def scopes(calls: pl.DataFrame, cores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
-    """GPU work rows placed in calls: `call_id`, `in_scope`, taxonomy columns; unplaced rows dropped."""
+def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame, *,
+               classes: pl.DataFrame | None = None) -> pl.DataFrame:
+    """GPU work rows placed in calls: `call_id`, `in_scope`, taxonomy columns (`classes`: as
+    `taxonomy.classify_names`'s); unplaced rows dropped."""
     op_at = ops.select(
         pl.col("eid").alias("op_eid"),
         pl.col("pid").alias("_opid"),
@@ -133,7 +135,7 @@ def gpu_events(links: pl.DataFrame, ops: pl.DataFrame, scoped: pl.DataFrame) -> 
     )
     placed = assign(rows, scoped, at="_t").filter(pl.col("call_id").is_not_null())
     bounds = scoped.select("call_id", "scope_ts_ns", "scope_end_ns", _core=pl.col("core_kind") != "none")
-    taxonomy = classify_names(placed["name"]).select(
+    taxonomy = classify_names(placed["name"], classes=classes).select(
         "name", "kernel_class", "library", "precision", "tensor_cores", "attention_backend"
     )
     placed = placed.join(taxonomy, on="name", how="left").with_columns(

@@ -26,7 +26,7 @@ def low_comm_overlap(ctx: Context, p: Params) -> Hit | None:
         return None
     # (one filter of the GPU rows: `Trace.kernels` would first copy every kernel)
     gpu = ctx.trace.gpu
-    comm = longest(gpu.filter((pl.col("cat") == "kernel") & is_communication(gpu["name"])))
+    comm = longest(gpu.filter((pl.col("cat") == "kernel") & is_communication(gpu["name"], classes=ctx.taxonomy)))
     return Hit(title=f"Only {fmt.pct(b.overlap_share)} of {fmt.ns(b.communication_total_ns)} of communication overlaps "
                      f"computation; {fmt.ns(b.communication_ns)} is exposed",
                time_lost_ns=b.communication_ns, evidence=ctx.evidence(comm))

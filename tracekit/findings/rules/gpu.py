@@ -77,7 +77,7 @@ def gpu_gaps(ctx: Context, p: Params) -> Hit | None:
       min_stream_busy_ns=100_000, max_overlap_share=0.01)
 def stream_serialisation(ctx: Context, p: Params) -> list[Hit]:
     work = work_rows(ctx.trace)
-    work = work.filter(~is_communication(work["name"]))  # see low_comm_overlap
+    work = work.filter(~is_communication(work["name"], classes=ctx.taxonomy))  # see low_comm_overlap
     if work.is_empty():
         return []
     per = union_ns(work, by=["device", "stream"]).filter(pl.col("union_ns") >= p.min_stream_busy_ns)
@@ -112,7 +112,7 @@ def tiny_grids(ctx: Context, p: Params) -> Hit | None:
         return None
     # collectives use few blocks on purpose, and a persistent kernel's grid is what the
     # device holds at once (`_persistent`): neither is charged, both are named in the title
-    comm = small.filter(is_communication(small["name"]))
+    comm = small.filter(is_communication(small["name"], classes=ctx.taxonomy))
     rest = small.join(comm.select("eid"), on="eid", how="anti")
     persistent = rest.join(_persistent(ctx, occ, rest, p.persistent_min_sm_share), on=["device", "name"], how="semi")
     tiny = rest.join(persistent.select("eid"), on="eid", how="anti")
@@ -151,7 +151,7 @@ def _persistent(ctx: Context, occ: pl.DataFrame, small: pl.DataFrame, min_sm_sha
     per_sm = pl.col("grid_blocks_per_sm")
     sized = cand.filter((per_sm >= 1) & (per_sm == per_sm.floor())
                         & (per_sm <= pl.col("active_blocks_per_sm").fill_null(1))).select("device", "name").unique()
-    tiled = classify_names(keys["name"]).filter(pl.col("kernel_class").is_in(TILED_CLASSES)).select("name")
+    tiled = classify_names(keys["name"], classes=ctx.taxonomy).filter(pl.col("kernel_class").is_in(TILED_CLASSES)).select("name")
     cand = cand.join(tiled, on="name", how="semi").join(sized, on=["device", "name"], how="anti")
     if cand.is_empty():
         return sized

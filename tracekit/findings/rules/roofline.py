@@ -70,6 +70,7 @@ def fusible_chains(ctx: Context, p: Params) -> Hit | None:
       nothing_found="No attention shape below what its backend reaches loses {min_lost_share} of GPU time or more.",
       min_lost_share=0.005)
 def attention_below_backend(ctx: Context, p: Params) -> Hit | None:
-    found = rf.attention_finding(ctx.roofline, min_lost_share=p.min_lost_share, max_evidence=EVIDENCE_ROWS)
+    found = rf.attention_finding(ctx.roofline, min_lost_share=p.min_lost_share, max_evidence=EVIDENCE_ROWS,
+                                 classes=ctx.taxonomy)
     return _hit(ctx, found, lambda r: f"{r['backend']} (reaches ~{fmt.pct(r['expected_efficiency'])}): "
                                       + _shape_note(r))
