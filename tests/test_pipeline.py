@@ -3,6 +3,7 @@ that change only when steps start, never what they find."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import threading
@@ -218,3 +219,25 @@ def test_every_gpu_name_is_classified_once(name, monkeypatch):
     gpu = set(trace.gpu["name"].drop_nulls())
     assert set(seen[0]) == gpu
     assert [n for names in seen[1:] for n in names if n in gpu] == []
+
+
+def test_the_what_ifs_read_the_graph_before_the_critical_path_consumes_it(trace, monkeypatch):
+    """On any runner: the critical path lets the graph's orders go, so it must start after
+    the what-ifs, which read them (else each computes them again, at once, on two threads)."""
+    from tracekit.analysis import graph as graph_mod
+
+    made: list[str] = []
+    real = graph_mod.DepGraph.edge_order.func
+
+    def counted(self):
+        made.append("edge_order")
+        return real(self)
+
+    monkeypatch.setattr(graph_mod.DepGraph, "edge_order", functools.cached_property(counted))
+    graph_mod.DepGraph.edge_order.__set_name__(graph_mod.DepGraph, "edge_order")
+    for runner in (sequential, Threaded(2)):
+        made.clear()
+        a = analyse(trace, runner=runner)
+        assert made == ["edge_order"] and a.whatifs and a.critical_path is not None
+    (path,) = [s for s in STEPS if s.name == "critical_path"]
+    assert "whatifs" in path.needs

@@ -107,7 +107,8 @@ STEPS: tuple[Step, ...] = (
     Step("taxonomy", lambda t, o, i: taxonomy.classify_names(t.gpu["name"]), kept=False),
     Step("graph", _graph, ("links", "taxonomy"), kept=False, optional=True, note_as="critical_path"),
     Step("whatifs", _whatifs, ("graph", "taxonomy"), optional=True, fallback=_no_whatifs),
-    Step("critical_path", _critical_path, ("graph", "links", "taxonomy"), optional=True),
+    # (after the what-ifs, which read the graph it consumes: on any runner)
+    Step("critical_path", _critical_path, ("graph", "links", "taxonomy", "whatifs"), optional=True),
     Step("timeline", lambda t, o, i: timeline(t)),
     Step("breakdown", lambda t, o, i: breakdown(t, classes=i["taxonomy"]), ("taxonomy",)),
     Step("kernels", lambda t, o, i: taxonomy.kernel_table(t.gpu, classes=i["taxonomy"]), ("taxonomy",)),
