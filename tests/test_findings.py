@@ -572,3 +572,19 @@ def test_the_attention_analysis_runs_once_for_the_rules(monkeypatch):
     one = run_findings(trace)
     assert len(calls) == 1  # once per run, whichever rule asks first
     assert len([r for r in one.ran if r.startswith("attention")]) >= 5 and not one.errors
+
+
+@pytest.mark.real
+def test_a_standalone_run_builds_the_op_tree_and_links_once(monkeypatch):
+    """Every analysis the rules read is made from the Context's one op tree, launch calls and
+    GPU links (`tracekit findings` runs the rules without the pipeline)."""
+    from tracekit.analysis import links
+
+    made = {"cpu_ops": 0, "_launch_ops": 0, "_gpu_links": 0}
+    for name in made:
+        real = getattr(links, name)
+        monkeypatch.setattr(links, name, lambda *a, _real=real, _name=name, **k: made.__setitem__(
+            _name, made[_name] + 1) or _real(*a, **k))
+    result = run_findings(tracekit_load(real_trace("h100_qwen15_05b_hf_inference.json.gz")))
+    assert result.findings and not result.errors
+    assert made == {"cpu_ops": 1, "_launch_ops": 1, "_gpu_links": 1}

@@ -241,3 +241,32 @@ def test_the_what_ifs_read_the_graph_before_the_critical_path_consumes_it(trace,
         assert made == ["edge_order"] and a.whatifs and a.critical_path is not None
     (path,) = [s for s in STEPS if s.name == "critical_path"]
     assert "whatifs" in path.needs
+
+
+def test_a_failed_analysis_is_not_computed_again_by_the_findings(trace, monkeypatch):
+    """A failed optional analysis is one note; the rules that read it are errors that say so,
+    and nothing computes it a second time."""
+    from tracekit.analysis import attention
+
+    calls: list[int] = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(attention, "analyze_attention", broken)
+    a = analyse(trace)
+    assert calls == [1] and a.attention is None
+    assert a.notes == ["attention analysis failed: MemoryError: no room"]
+    assert a.findings is not None and a.findings.errors
+    assert {msg for _, msg in a.findings.errors} == {
+        "AnalysisFailed: needs the attention analysis, which failed (see the notes)"}
+    errored = {rule for rule, _ in a.findings.errors}
+    assert len(errored) >= 5 and all(rule.startswith("attention") for rule in errored)  # (the attention rules)
+
+
+def test_the_findings_refuse_a_seed_that_is_not_an_analysis(trace):
+    from tracekit.findings import run_findings
+
+    with pytest.raises(ValueError, match="seed 'links_typo' is not an analysis"):
+        run_findings(trace, seed={"links_typo": None})

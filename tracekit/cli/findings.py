@@ -95,7 +95,9 @@ def annotate(trace: str, output: str, window: str, index: int | None, sets: tupl
     config = Config.from_strings(sets)
     loaded = loading.result()
     cp = compute(loaded, window=None if window == "all" else window, index=index)
-    counts = write_annotated(trace, output, cp, run_findings(loaded, config=config), redact=redact)
+    whole = window == "all" and index is None  # (the findings' own critical path is the whole trace's)
+    found = run_findings(loaded, config=config, seed={"critical_path": cp} if whole else None)
+    counts = write_annotated(trace, output, cp, found, redact=redact)
     click.echo(f"wrote {output}: {fmt.count(counts['events'])} original events, {counts['flows']} critical-path "
                f"arrows, {counts['path_slices']} path slices, {counts['instants']} finding instants")
 

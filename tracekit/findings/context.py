@@ -10,7 +10,7 @@ findings step seeds every analysis it has, so that none is computed twice. The w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
 
@@ -50,11 +50,27 @@ def step_timeline(trace: Trace, bounds: pl.DataFrame | None) -> _timeline.Timeli
     return None if bounds is None else _timeline.timeline(trace, windows=bounds, window_label="ProfilerStep")
 
 
+class AnalysisFailed(RuntimeError):
+    """A rule read an analysis that failed (its note says why): the rule cannot run."""
+
+
 class Context:
     """One trace and its shared analyses (see the module docstring)."""
 
-    def __init__(self, trace: Trace) -> None:
+    MAY_FAIL = ("critical_path", "attention", "roofline")  # the pipeline's optional analyses
+
+    def __init__(self, trace: Trace, *, seed: Mapping[str, Any] | None = None) -> None:
+        """`seed`: analyses the caller has, by attribute name; None for one of `MAY_FAIL`
+        says it failed (reading it raises `AnalysisFailed`), not that it is to be computed."""
         self.trace = trace
+        self.failed: set[str] = set()
+        for name, value in (seed or {}).items():
+            if not isinstance(getattr(type(self), name, None), cached_property):
+                raise ValueError(f"seed {name!r} is not an analysis of the findings' Context")
+            if value is None and name in self.MAY_FAIL:
+                self.failed.add(name)
+            else:
+                self.__dict__[name] = value
         parts = [trace.ops.select("cat", "ts_ns", "end_ns").filter(~pl.col("cat").is_in(NOT_CPU_CATS)).drop("cat"),
                  trace.runtime.select("ts_ns", "end_ns"), trace.gpu_work.select("ts_ns", "end_ns")]
         both = pl.concat(parts)
@@ -110,11 +126,16 @@ class Context:
 
         return with_parents(self.trace.ops.filter(~pl.col("cat").is_in(NOT_CPU_CATS)))
 
+    def _not_failed(self, name: str) -> None:
+        if name in self.failed:
+            raise AnalysisFailed(f"needs the {name.replace('_', ' ')} analysis, which failed (see the notes)")
+
     @cached_property
     def attention(self) -> Any:
         """`analysis.attention.analyze_attention` on the shared op tree and launches."""
         from tracekit.analysis.attention import analyze_attention
 
+        self._not_failed("attention")
         return analyze_attention(self.trace, ops=self.tree, launches=self.launches, links=self.gpu_links,
                                  classes=self.taxonomy)
 
@@ -124,14 +145,15 @@ class Context:
         its own, computed with its `AnalysisOptions` peaks)."""
         from tracekit.analysis.roofline import roofline
 
-        return roofline(self.trace)
+        self._not_failed("roofline")
+        return roofline(self.trace, ops=self.tree, links=self.gpu_links, classes=self.taxonomy)
 
     @cached_property
     def compile(self) -> Any:
         """`analysis.compile.compile_stats` (torch.compile regions, Triton kernels, recompiles)."""
         from tracekit.analysis.compile import compile_stats
 
-        return compile_stats(self.trace)
+        return compile_stats(self.trace, calls=self.launches, gpu=self.gpu_links)
 
     @cached_property
     def steps(self) -> pl.DataFrame:
@@ -178,7 +200,8 @@ class Context:
     def critical_path(self) -> Any:
         from tracekit.analysis.critical_path import critical_path
 
-        return critical_path(self.trace, links=self.gpu_links)
+        self._not_failed("critical_path")
+        return critical_path(self.trace, links=self.gpu_links, classes=self.taxonomy)
 
     @cached_property
     def no_launch_overhead(self) -> Any:

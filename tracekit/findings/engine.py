@@ -27,11 +27,12 @@ def run_findings(trace: Trace, *, config: Config | Mapping[str, Any] | None = No
     and rules whose `superseded_by` rule runs in the same pass, are listed in `skipped`.
     `seed` hands over the analyses the caller has (keys are `Context` attributes: the
     pipeline's findings step gives every one it computed), so that the rules compute
-    nothing again; a standalone call computes what its rules read, once, on first use.
+    nothing again; None for an analysis that may fail (`Context.MAY_FAIL`) says it failed,
+    and a rule that reads it is reported in `errors` rather than computing it again. A
+    standalone call computes what its rules read, once, on first use.
     """
     cfg = config if isinstance(config, Config) else Config(config)
-    ctx = Context(trace)
-    ctx.__dict__.update({k: v for k, v in (seed or {}).items() if v is not None})
+    ctx = Context(trace, seed=seed)
     chosen = list(RULES) if rules is None else rules
     unknown = [r for r in chosen if r not in RULES]
     if unknown:

@@ -82,10 +82,16 @@ def _findings(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
     from tracekit.findings import run_findings
     from tracekit.findings.context import OCCUPANCY_COLUMNS
 
-    scenarios = {w.scenario: w for w in i.pop("whatifs")}
-    seed = {"tree": i.pop("ops"), "launches": i.pop("launch_calls"), "gpu_links": i.pop("links"),
-            "occupancy": i.pop("per_launch").select(OCCUPANCY_COLUMNS),
-            "no_launch_overhead": scenarios.get("no_launch_overhead"), **i}
+    scenarios = {w.scenario: w for w in i["whatifs"]}
+    # the pipeline's names for the Context's attributes (`run_findings` refuses any other key)
+    seed = {"tree": i["ops"], "launches": i["launch_calls"], "gpu_links": i["links"], "taxonomy": i["taxonomy"],
+            "occupancy": i["per_launch"].select(OCCUPANCY_COLUMNS),
+            "no_launch_overhead": scenarios.get("no_launch_overhead"),
+            "step_bounds": i["step_bounds"],
+            "step_timeline": i["timeline"] if i["step_timeline"] is None else i["step_timeline"],
+            **{name: i[name] for name in ("critical_path", "timeline", "breakdown", "attention", "roofline", "gaps",
+                                          "syncs", "copies", "compile")}}
+    i.clear()
     return run_findings(trace, config=opts.findings_config or None, seed=seed)
 
 
