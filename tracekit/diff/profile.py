@@ -29,6 +29,8 @@ from tracekit.analysis.attribution import op_instances
 from tracekit.analysis.breakdown import breakdown
 from tracekit.analysis.gaps import CAUSES, gaps
 from tracekit.analysis.intervals import stab
+from tracekit.analysis.links import op_tree
+from tracekit.analysis.nesting import OpTree
 from tracekit.analysis.taxonomy import classify_names
 from tracekit.analysis.timeline import timeline
 from tracekit.analysis.windows import STEP_NAME, window_bounds
@@ -96,17 +98,20 @@ def profile(a: Analysis, *, scope: str) -> Profile:
     """Samples of every figure per counted window (`scope`: steps | gpu-span)."""
     win = counted_steps(a) if scope == "steps" else span_window(a)
     whole = scope != "steps"
-    gpu = a.attribution.gpu.with_columns(t=pl.coalesce("launch_ts_ns", "ts_ns"))
+    # what the per-window figures start from, made once: the op tree, and the GPU links and
+    # their names' taxonomy (the analysis's attribution keeps the links)
+    shared = _Shared(op_tree(a.trace), a.attribution.gpu, classify_names(a.trace.gpu["name"]))
+    gpu = shared.links.with_columns(t=pl.coalesce("launch_ts_ns", "ts_ns"))
     work = _assign(gpu, win, at="t", whole=whole)
-    kernels, kernel_names = _kernels(work)
-    ops, op_names = _ops(a, win, whole)
+    kernels, kernel_names = _kernels(work, shared.classes)
+    ops, op_names = _ops(a, win, whole, shared)
     launches = _by_name(_assign(a.launches.launches.with_columns(t=pl.col("ts_ns")), win, at="t", whole=whole),
                         calls=pl.len(), api_ns=pl.col("dur_ns").sum())
     syncs = _by_name(_assign(a.syncs.syncs.with_columns(t=pl.col("ts_ns")), win, at="t", whole=whole),
                      calls=pl.len(), blocked_ns=pl.col("dur_ns").sum(), gpu_wait_ns=pl.col("gpu_wait_ns").sum())
     copies = _by_name(work.filter(pl.col("cat").is_in(["gpu_memcpy", "gpu_memset"])),
                       count=pl.len(), bytes=pl.col("bytes").sum(), dur_ns=pl.col("dur_ns").sum())
-    steps = _steps(a, win, whole, work, launches, syncs)
+    steps = _steps(a, win, whole, work, launches, syncs, shared)
     return Profile(analysis=a, scope=scope, windows=win, warmup_steps=int(a.windows.warmup_steps),
                    steps=steps, kernels=kernels, kernel_names=kernel_names, ops=ops, op_names=op_names,
                    launches=launches, syncs=syncs, copies=copies)
@@ -126,20 +131,27 @@ def _by_name(rows: pl.DataFrame, **aggs: pl.Expr) -> pl.DataFrame:
     return out.cast({name: I64 for name in aggs}).sort("window_eid", "key")
 
 
-def _kernels(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+@dataclass(frozen=True)
+class _Shared:
+    tree: OpTree
+    links: pl.DataFrame
+    classes: pl.DataFrame
+
+
+def _kernels(work: pl.DataFrame, known: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     rows = work.filter(pl.col("cat") == "kernel").with_columns(key=kernel_key(pl.col("name")))
     long = rows.group_by("window_eid", "key").agg(count=pl.len().cast(I64), total_ns=pl.col("dur_ns").sum().cast(I64))
     per_name = rows.group_by("key", "name").agg(_ns=pl.col("dur_ns").sum()).sort("_ns", "name", descending=[True, False])
     names = per_name.unique("key", keep="first").select("key", "name").with_columns(base=kernel_base(pl.col("key")))
-    classes = classify_names(names["name"]).select("name", "kernel_class")
+    classes = classify_names(names["name"], classes=known).select("name", "kernel_class")
     names = names.join(classes, on="name", how="left").select("key", "base", "name", "kernel_class").sort("key")
     return long.sort("window_eid", "key"), names
 
 
-def _ops(a: Analysis, win: pl.DataFrame, whole: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _ops(a: Analysis, win: pl.DataFrame, whole: bool, shared: _Shared) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per window and op key; an instance inside a same-name parent (recursion) adds its call
     and self times but not its total or inclusive GPU time, which the parent already holds."""
-    inst = op_instances(a.attribution, a.trace)
+    inst = op_instances(a.attribution, a.trace, ops=shared.tree, links=shared.links)
     parents = inst.select(pl.col("eid").alias("parent_eid"), pl.col("name").alias("_parent"))
     inst = inst.join(parents, on="parent_eid", how="left").with_columns(
         _outer=(pl.col("_parent") != pl.col("name")).fill_null(True), key=op_key(pl.col("name")), t=pl.col("ts_ns"))
@@ -155,10 +167,10 @@ def _ops(a: Analysis, win: pl.DataFrame, whole: bool) -> tuple[pl.DataFrame, pl.
 
 
 def _steps(a: Analysis, win: pl.DataFrame, whole: bool, work: pl.DataFrame, launches: pl.DataFrame,
-           syncs: pl.DataFrame) -> pl.DataFrame:
+           syncs: pl.DataFrame, shared: _Shared) -> pl.DataFrame:
     out = win.select("window_eid", step_ns=pl.col("window_end_ns") - pl.col("window_start_ns"))
     parts = [
-        _time_rows(a, win, whole),
+        _time_rows(a, win, whole, shared),
         work.group_by("window_eid").agg(
             kernels=(pl.col("cat") == "kernel").sum(), kernel_ns=pl.col("dur_ns").filter(pl.col("cat") == "kernel").sum(),
             gpu_events=pl.len(), memcpys=(pl.col("cat") == "gpu_memcpy").sum(),
@@ -173,14 +185,14 @@ def _steps(a: Analysis, win: pl.DataFrame, whole: bool, work: pl.DataFrame, laun
     return out.select("window_eid", *(pl.col(c).fill_null(0).cast(I64) for c in STEP_VALUES))
 
 
-def _time_rows(a: Analysis, win: pl.DataFrame, whole: bool) -> pl.DataFrame:
+def _time_rows(a: Analysis, win: pl.DataFrame, whole: bool, shared: _Shared) -> pl.DataFrame:
     """GPU busy, idle by cause and the temporal breakdown per window, summed over devices."""
     if whole:
         tl, g, bd = a.timeline, a.gaps, a.breakdown
     else:
         tl = timeline(a.trace, windows=win)
-        g = gaps(a.trace, windows=win, min_gap_ns=a.options.min_gap_ns)
-        bd = breakdown(a.trace, windows=win)
+        g = gaps(a.trace, windows=win, min_gap_ns=a.options.min_gap_ns, links=shared.links, ops=shared.tree)
+        bd = breakdown(a.trace, windows=win, classes=shared.classes)
     eid = pl.col("window_eid").fill_null(SPAN_EID)
     busy = tl.devices.group_by(eid).agg(gpu_busy_ns=pl.col("busy_ns").sum(), gpu_idle_ns=pl.col("idle_ns").sum())
     dev = g.totals.filter(pl.col("scope") == "device")
