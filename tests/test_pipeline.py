@@ -172,6 +172,7 @@ def test_a_step_that_merges_gives_over_windows_what_it_gives_over_the_whole(trac
 
 
 def test_two_threads_unless_memory_is_short_or_the_trace_large(trace, monkeypatch):
+    monkeypatch.setattr(sizing, "usable_cpus", lambda: 2)
     need = sizing.frames_bytes(trace) * sizing.MEMORY_FACTOR  # two analyses at once, about
     monkeypatch.setattr(sizing, "physical_memory", lambda: 2 * need)  # exactly half: still fits
     assert isinstance(sizing.runner_for(trace), Threaded)
@@ -179,6 +180,9 @@ def test_two_threads_unless_memory_is_short_or_the_trace_large(trace, monkeypatc
     assert sizing.runner_for(trace) is sequential
     monkeypatch.setattr(sizing, "physical_memory", lambda: None)  # unknown: two
     assert isinstance(sizing.runner_for(trace), Threaded)
+    monkeypatch.setattr(sizing, "usable_cpus", lambda: 1)  # one CPU: no second thread to gain
+    assert sizing.runner_for(trace) is sequential
+    monkeypatch.setattr(sizing, "usable_cpus", lambda: 2)
     monkeypatch.setattr(sizing, "LARGE_BYTES", 0)
     assert sizing.runner_for(trace) is sequential and sizing.large(trace)
 

@@ -86,8 +86,9 @@ class Plan:
             if self._readers[step.name] or step.name in self._kept:
                 self.results[step.name] = value
             self._done += 1
-            if self._progress is not None:
-                self._progress(step.name, self._done, len(self.steps))
+            done = self._done
+        if self._progress is not None:  # (outside the lock: a slow callback holds no other step up)
+            self._progress(step.name, done, len(self.steps))
 
     def _take(self, step: Step) -> dict[str, Any]:
         """The step's inputs; a result that no later step reads (and no field keeps) leaves
@@ -115,6 +116,8 @@ class Threaded:
     end on their own, on daemon threads: an interrupted command exits without them)."""
 
     def __init__(self, workers: int = 2) -> None:
+        if workers < 1:
+            raise ValueError(f"Threaded needs at least one worker, not {workers}")
         self.workers = workers
 
     def __call__(self, plan: Plan) -> None:

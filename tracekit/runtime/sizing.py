@@ -1,9 +1,10 @@
 """How much of the machine a command lets one trace's analyses take: one thread or two.
 
-Two threads run the pipeline's independent steps 10-20 % faster, but their peaks add up:
-a command uses them only when two steps at once cannot need more than half the machine's
-memory, and never for a large trace, where the default order (the dependency graph let go
-before any other analysis starts) is what bounds the peak.
+Two threads run the pipeline's independent steps faster, but their peaks add up: a command
+uses them only with two CPUs to run on, when two steps at once cannot need more than half
+the memory (the machine's, or the container's limit), and never for a large trace, where the
+default order (the dependency graph let go before any other analysis starts) is what bounds
+the peak.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def runner_for(trace: Trace) -> Runner:
 
     size = frames_bytes(trace)
     memory = physical_memory()
-    if size >= LARGE_BYTES or (memory is not None and size * MEMORY_FACTOR > memory // 2):
+    if usable_cpus() < 2 or size >= LARGE_BYTES or (memory is not None and size * MEMORY_FACTOR > memory // 2):
         return sequential
     return Threaded(2)
 
@@ -47,8 +48,23 @@ def frames_bytes(trace: Trace) -> int:
     return sum(int(f.estimated_size()) for f in read)
 
 
-def physical_memory() -> int | None:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def physical_memory() -> int | None:
+    """The machine's memory, or the container's limit when lower (cgroup v2 `memory.max`)."""
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):  # not POSIX
         return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+    except OSError:
+        return machine
+    return min(machine, int(limit)) if limit.isdigit() else machine
