@@ -53,8 +53,8 @@ def enabled() -> bool:
 
 
 def available() -> bool:
-    """The loader's scanner is built and not turned off (read on each call: the loader's
-    helper processes inherit the environment, not this module's state)."""
+    """The loader's scanner is built and not turned off (the switch read on each call, so
+    that a test or a script can turn the scanner off for one load)."""
     return _scan is not None and not switched_off()
 
 
