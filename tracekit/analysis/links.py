@@ -28,14 +28,6 @@ from tracekit.analysis.nesting import OpTree, in_time_order, rows_of, tree_of, w
 from tracekit.model import GPU_WORK_CATS, TEXT, UNREAD_GPU_COLUMNS, UNREAD_OP_COLUMNS, WARNINGS_SCHEMA, Trace
 from tracekit.native import kernels
 
-LAUNCH_COLUMNS = {
-    "launch_eid": pl.Int64,
-    "launch_name": TEXT,
-    "launch_ts_ns": pl.Int64,
-    "launch_end_ns": pl.Int64,
-    "launch_pid": TEXT,
-    "launch_tid": TEXT,
-}
 LINK = pl.Enum(["external_id", "containment"])  # how a row's op was found: one byte a row
 # the names the calls and the GPU work are given (their launch call's, their op's) are codes
 # (`model.TEXT`): four bytes a row where text took a 16-byte view, in frames held for the

@@ -20,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-EMPTY_RAW = msgspec.Raw(b"")
 # `args` of an event that has none: a valid JSON object (so a batch of args decodes in one
 # call) that no real trace writes; the args text column maps it back to null.
 NO_ARGS = b'{"\\u001e":0}'
@@ -120,11 +119,6 @@ def add_count(counts: Counts, code: str, n: int, first: int = -1) -> None:
         old[0] += n
         if first >= 0 and (old[1] < 0 or first < old[1]):
             old[1] = first
-
-
-def merge_counts(into: Counts, other: Counts, offset: int = 0) -> None:
-    for code, (n, first) in other.items():
-        add_count(into, code, n, first + offset if first >= 0 else -1)
 
 
 _REPLACED = "\ufffd"
@@ -263,24 +257,6 @@ def number_text(v: Any) -> str | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
     return None
-
-
-def raw_text(raw: bytes | str | None) -> str | None:
-    """A raw JSON scalar as text: strings without their quotes (unescaped), numbers as written."""
-    if raw is None:
-        return None
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    if not text:
-        return None
-    if text.startswith('"'):
-        if "\\" not in text and text.endswith('"') and len(text) >= 2:
-            return text[1:-1]
-        try:
-            value = _ANY.decode(text)
-        except msgspec.DecodeError:
-            return text.strip('"')
-        return value if isinstance(value, str) else text
-    return None if text == "null" else text
 
 
 def decode_any(raw: bytes | str) -> Any:
