@@ -97,27 +97,27 @@ def test_decoding_thread_equals_one_shot(tmp_path, chunk_bytes, native, monkeypa
 
 def test_decoding_thread_only_beside_the_scanner(monkeypatch):
     from tracekit.loader import native, workers
-    from tracekit.loader.workers import GZIP_RATIO, THREAD_HELPER_BYTES, ThreadHelper, make_helper
+    from tracekit.loader.workers import GZIP_RATIO, DECODING_THREAD_BYTES, DecodingThread, decoding_thread
 
-    assert make_helper(0, 10**12, False) is None
-    if native.available() and workers._cpus() >= 2:  # alone below THREAD_HELPER_BYTES, with a thread from there on
-        assert make_helper(None, THREAD_HELPER_BYTES - 1, False) is None
-        assert make_helper(None, THREAD_HELPER_BYTES // GZIP_RATIO - 1, True) is None
-        for size, compressed in ((THREAD_HELPER_BYTES, False), (THREAD_HELPER_BYTES // GZIP_RATIO + 1, True)):
-            helper = make_helper(None, size, compressed)
+    assert decoding_thread(0, 10**12, False) is None
+    if native.available() and workers._cpus() >= 2:  # alone below DECODING_THREAD_BYTES, with a thread from there on
+        assert decoding_thread(None, DECODING_THREAD_BYTES - 1, False) is None
+        assert decoding_thread(None, DECODING_THREAD_BYTES // GZIP_RATIO - 1, True) is None
+        for size, compressed in ((DECODING_THREAD_BYTES, False), (DECODING_THREAD_BYTES // GZIP_RATIO + 1, True)):
+            helper = decoding_thread(None, size, compressed)
             try:
-                assert isinstance(helper, ThreadHelper)
+                assert isinstance(helper, DecodingThread)
             finally:
                 helper.close()
     if native.available():
-        helper = make_helper(1, 1, False)
+        helper = decoding_thread(1, 1, False)
         try:
-            assert isinstance(helper, ThreadHelper)
+            assert isinstance(helper, DecodingThread)
         finally:
             helper.close()
     monkeypatch.setenv("TRACEKIT_NATIVE", "0")  # the Python path holds the GIL: never a thread, whatever is asked
-    assert make_helper(1, 1, False) is None
-    assert make_helper(None, 10**12, False) is None
+    assert decoding_thread(1, 1, False) is None
+    assert decoding_thread(None, 10**12, False) is None
 
 
 @pytest.mark.parametrize("fail_at", [1, 2, 3])

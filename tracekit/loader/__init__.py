@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from tracekit.errors import TraceError, TraceTooLargeError, UsageError
 from tracekit.loader.read import CHUNK_BYTES, ReadResult, read_trace
 from tracekit.loader.source import DEFAULT_MAX_BYTES, GZIP_MAGIC, Stream, bytes_stream
-from tracekit.loader.workers import json_bytes, make_helper
+from tracekit.loader.workers import json_bytes, decoding_thread
 
 if TYPE_CHECKING:
     from tracekit.model import Trace
@@ -116,7 +116,7 @@ def _reporting_into(stream: Stream, progress: Progress) -> Callable[[memoryview]
 def _read(pieces: Iterable[bytes], *, path: str, size_bytes: int, compressed: bool, workers: int | None,
           chunk_bytes: int, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
     """Read the decompressed pieces with the decoding thread `workers` asks for."""
-    helper = make_helper(workers, size_bytes, compressed)
+    helper = decoding_thread(workers, size_bytes, compressed)
     try:
         result = read_trace(iter(pieces), path=path, chunk_bytes=chunk_bytes, helper=helper, read_into=read_into)
     finally:

@@ -1,7 +1,7 @@
 """The streaming read: decompressed pieces -> chunks -> batches -> Polars parts.
 
 The main thread cuts the event array into chunks and decodes them; with a decoding
-thread (`workers.ThreadHelper`, the native scanner's), chunks are cut *speculatively* and
+thread (`workers.DecodingThread`, the native scanner's), chunks are cut *speculatively* and
 shared out (up to `HELPER_QUEUE` at a time go to the thread, the rest are decoded here). A thread turns each batch into Polars parts
 as it arrives, so Polars' work overlaps the decoding. At most a few chunks of text and
 one chunk of Python objects are alive at any time: peak memory follows the size of the
@@ -28,7 +28,7 @@ from tracekit.loader.events import PieceError
 from tracekit.loader.final import Recovery, read_final
 from tracekit.loader.scan import Chunk, Final, Reader
 from tracekit.loader.skip import Skipped, drop_bad_events
-from tracekit.loader.workers import ThreadHelper
+from tracekit.loader.workers import DecodingThread
 
 if TYPE_CHECKING:
     from tracekit.loader.columns import Parts
@@ -133,7 +133,7 @@ class Ingest:
 
 
 def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_BYTES,
-               helper: ThreadHelper | None = None, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
+               helper: DecodingThread | None = None, read_into: Callable[[memoryview], int] | None = None) -> ReadResult:
     """The trace's text as `pieces`, or, with `read_into`, read straight into the chunks'
     buffers (`scan.Reader`; the pieces are then not read)."""
     reader = Reader(pieces, chunk_bytes=chunk_bytes, path=path, read_into=read_into)
@@ -164,7 +164,7 @@ def read_trace(pieces: Iterator[bytes], *, path: str, chunk_bytes: int = CHUNK_B
                       deep=reader.deep + out.deep, skipped=skipped)
 
 
-def _speculate(reader: Reader, ingest: Ingest, helper: ThreadHelper) -> int | None:
+def _speculate(reader: Reader, ingest: Ingest, helper: DecodingThread) -> int | None:
     """Cut without checking and share the chunks out; on any failure, rewind to it.
 
     Returns where the last chunk that was kept ends (None: none was).

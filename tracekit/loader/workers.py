@@ -16,7 +16,7 @@ import threading
 from tracekit.loader.batch import Batch, encode_error, piece_batch
 from tracekit.loader.events import PieceError
 
-THREAD_HELPER_BYTES = 512 * 1024 * 1024  # from this much JSON on, the native scanner gets a decoding thread
+DECODING_THREAD_BYTES = 512 * 1024 * 1024  # from this much JSON on, the native scanner gets a decoding thread
 GZIP_RATIO = 12  # a guess at decompressed/compressed size, to decide before reading
 
 
@@ -27,11 +27,11 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> ThreadHelper | None:
+def decoding_thread(workers: int | None, size_bytes: int, compressed: bool) -> DecodingThread | None:
     """The decoding thread for a load of `size_bytes` (None: the main thread decodes everything).
 
     Only with the native scanner: when asked (`workers` >= 1), or, with `workers` None, when
-    the trace holds `THREAD_HELPER_BYTES` of JSON or more on two CPUs or more. Below that the
+    the trace holds `DECODING_THREAD_BYTES` of JSON or more on two CPUs or more. Below that the
     reading thread and the Polars plans already keep the second core busy; above it the
     chunks outgrow what the reading thread holds ready, and a second decoder keeps the main
     thread from waiting for text (`docs/loader.md` has the figures)."""
@@ -41,7 +41,7 @@ def make_helper(workers: int | None, size_bytes: int, compressed: bool) -> Threa
         return None
     if workers is None and not want_thread(size_bytes, compressed):
         return None
-    return ThreadHelper()
+    return DecodingThread()
 
 
 def json_bytes(size_bytes: int, compressed: bool) -> int:
@@ -51,11 +51,11 @@ def json_bytes(size_bytes: int, compressed: bool) -> int:
 
 
 def want_thread(size_bytes: int, compressed: bool) -> bool:
-    """A trace large enough for a decoding thread beside the native scanner (`make_helper`)."""
-    return _cpus() >= 2 and json_bytes(size_bytes, compressed) >= THREAD_HELPER_BYTES
+    """A trace large enough for a decoding thread beside the native scanner (`decoding_thread`)."""
+    return _cpus() >= 2 and json_bytes(size_bytes, compressed) >= DECODING_THREAD_BYTES
 
 
-class ThreadHelper:
+class DecodingThread:
     """Decodes chunks on a thread of this process, in the order they are submitted.
 
     `poll` hands back (index, batch) pairs; a batch of None means the thread is gone (its
