@@ -236,6 +236,24 @@ def test_cli_report_second_run_reads_the_analysis_from_the_cache(tmp_path, monke
     assert (tmp_path / "c.md").read_text() == (tmp_path / "a.md").read_text()
 
 
+def test_cli_findings_are_the_reports_read_from_the_cache(tmp_path, monkeypatch, capsys):
+    """`tracekit findings` reads the pipeline's findings: after a report, from the cache, the
+    same findings as a run of its own; `--set` is part of the entry's key."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = decode_trace(2).write(tmp_path / "t.json.gz")
+    assert main(["findings", str(path), "--no-cache", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["report", str(path), "--cache", "-o", str(tmp_path / "a.md")]) == 0
+    capsys.readouterr()
+    with monkeypatch.context() as m:
+        m.setattr("tracekit.pipeline.run_steps", lambda *a, **k: pytest.fail("analysed again"))
+        assert main(["findings", str(path), "--cache", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == alone and alone["findings"]
+    assert main(["findings", str(path), "--cache", "--json", "--set", "gpu_gaps.enabled=false"]) == 0
+    changed = json.loads(capsys.readouterr().out)
+    assert "gpu_gaps" in changed["skipped"] and "gpu_gaps" not in alone["skipped"]
+
+
 @pytest.mark.real
 @pytest.mark.parametrize("name", ["v100_ddp_mlp_memory_rank1.json.gz", "h100_qwen15_05b_hf_inference.json.gz",
                                   "a100_dlrm_6streams_rank0.json.gz"])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit import format as fmt
-from tracekit.cli.common import Loading, clip, emit_json, json_opt, table, trace_arg
+from tracekit.cli.common import Loading, analyse_trace, clip, emit_json, json_opt, table, trace_arg
 from tracekit.cli.options import full_path_opt, no_redact_opt, shown_path
 from tracekit.report.redact import scrub
 
@@ -61,10 +61,15 @@ def findings(trace: str, as_json: bool, sets: tuple[str, ...], fail_on: str | No
              full_path: bool) -> None:
     """Rules that say what wastes GPU time, ranked by the time it costs, with evidence and advice."""
     loading = Loading(trace)
-    from tracekit.findings import Config, run_findings
+    from tracekit.findings import Config
+    from tracekit.pipeline import AnalysisOptions
 
     config = Config.from_strings(sets)  # (a bad --set is refused while the trace is read)
-    result = run_findings(loading.result(), config=config)
+    # the pipeline's findings, on every analysis (read from the cache after a report)
+    analysis = analyse_trace(loading.result(), trace, options=AnalysisOptions(findings_config=config.overrides()))
+    if analysis.findings is None:
+        raise RuntimeError("; ".join(analysis.notes))  # (an internal error: the rules themselves never raise)
+    result = analysis.findings
     if as_json:
         emit_json(scrub({"file": shown_path(trace, full_path), **result.to_dict()}, not no_redact))
     else:

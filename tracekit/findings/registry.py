@@ -126,6 +126,11 @@ class Config:
             parsed[key.strip()] = _parse_value(text.strip())
         return cls(parsed)
 
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """The validated overrides, by rule (what `Config(...)` takes back, and what
+        `AnalysisOptions.findings_config` holds)."""
+        return {rule_id: dict(values) for rule_id, values in self._values.items()}
+
     def params(self, rule_id: str) -> Params:
         spec = RULES[rule_id]
         return Params({**spec.defaults, **self._values.get(rule_id, {})})
