@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
+from tracekit.sizes import usable_cpus
 from tracekit.cache import Cache
 from tracekit.cache import traces as tkcache
 from tracekit.cache.entries import default_folder
@@ -96,11 +97,11 @@ def test_decoding_thread_equals_one_shot(tmp_path, chunk_bytes, native, monkeypa
 
 
 def test_decoding_thread_only_beside_the_scanner(monkeypatch):
-    from tracekit.loader import native, workers
+    from tracekit.loader import native
     from tracekit.loader.workers import GZIP_RATIO, DECODING_THREAD_BYTES, DecodingThread, decoding_thread
 
     assert decoding_thread(0, 10**12, False) is None
-    if native.available() and workers._cpus() >= 2:  # alone below DECODING_THREAD_BYTES, with a thread from there on
+    if native.available() and usable_cpus() >= 2:  # alone below DECODING_THREAD_BYTES, with a thread from there on
         assert decoding_thread(None, DECODING_THREAD_BYTES - 1, False) is None
         assert decoding_thread(None, DECODING_THREAD_BYTES // GZIP_RATIO - 1, True) is None
         for size, compressed in ((DECODING_THREAD_BYTES, False), (DECODING_THREAD_BYTES // GZIP_RATIO + 1, True)):

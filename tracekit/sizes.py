@@ -1,10 +1,27 @@
-"""How much JSON a command's trace files hold, known from the files before anything is read."""
+"""What is known before anything is read: how much JSON a command's trace files hold, and
+the CPUs and memory of the machine it runs on."""
 
 from __future__ import annotations
 
 import os
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def machine_memory() -> int | None:
+    """The machine's physical memory in bytes; None where it is not known (not POSIX)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def trace_bytes(args: list[str]) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tracekit.batch.worker import die_with_parent
 from tracekit.errors import UsageError
+from tracekit.sizes import usable_cpus
 
 
 class InlineExecutor(Executor):
@@ -85,10 +86,8 @@ class Pool:
 
 
 def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """One job per CPU this process may run on."""
+    return usable_cpus()
 
 
 @contextlib.contextmanager

@@ -25,16 +25,15 @@ except ImportError:  # pragma: no cover
 from dataclasses import dataclass
 
 from tracekit.errors import TraceError, TraceFormatError, TraceTooLargeError
+from tracekit.sizes import machine_memory
 
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_HEADER_BYTES = 10
 def _default_max_bytes() -> int:
     """16 GiB, or 75 % of physical memory where that is less (a trace past it could not be held)."""
-    limit = 16 * 1024**3
-    try:
-        limit = min(limit, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4)
-    except (AttributeError, OSError, ValueError):  # not POSIX, or the figures are unknown
-        pass
+    limit, memory = 16 * 1024**3, machine_memory()
+    if memory is not None:  # (unknown off POSIX)
+        limit = min(limit, memory * 3 // 4)
     return max(limit, 1024**3)
 
 

@@ -9,22 +9,15 @@ If the thread fails (e.g. out of memory), its chunks are decoded again by the ma
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 
 from tracekit.loader.batch import Batch, encode_error, piece_batch
 from tracekit.loader.events import PieceError
+from tracekit.sizes import usable_cpus
 
 DECODING_THREAD_BYTES = 512 * 1024 * 1024  # from this much JSON on, the native scanner gets a decoding thread
 GZIP_RATIO = 12  # a guess at decompressed/compressed size, to decide before reading
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def decoding_thread(workers: int | None, size_bytes: int, compressed: bool) -> DecodingThread | None:
@@ -52,7 +45,7 @@ def json_bytes(size_bytes: int, compressed: bool) -> int:
 
 def want_thread(size_bytes: int, compressed: bool) -> bool:
     """A trace large enough for a decoding thread beside the native scanner (`decoding_thread`)."""
-    return _cpus() >= 2 and json_bytes(size_bytes, compressed) >= DECODING_THREAD_BYTES
+    return usable_cpus() >= 2 and json_bytes(size_bytes, compressed) >= DECODING_THREAD_BYTES
 
 
 class DecodingThread:

@@ -9,8 +9,9 @@ the peak.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
+
+from tracekit.sizes import machine_memory, usable_cpus
 
 if TYPE_CHECKING:
     from tracekit.model import Trace
@@ -48,19 +49,10 @@ def frames_bytes(trace: Trace) -> int:
     return sum(int(f.estimated_size()) for f in read)
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
 def physical_memory() -> int | None:
     """The machine's memory, or the container's limit when lower (cgroup v2 `memory.max`)."""
-    try:
-        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):  # not POSIX
+    machine = machine_memory()
+    if machine is None:
         return None
     try:
         with open("/sys/fs/cgroup/memory.max") as f:
