@@ -23,8 +23,9 @@ from tracekit.analysis.links import gpu_links, launch_ops, op_tree
 from tracekit.analysis.memory import memory_stats
 from tracekit.analysis.occupancy import occupancy, occupancy_table
 from tracekit.analysis.syncs import blocking_copies, copy_stats, sync_stats
-from tracekit.analysis.timeline import Timeline, timeline
-from tracekit.analysis.windows import window_bounds, windows
+from tracekit.analysis.timeline import timeline
+from tracekit.analysis.windows import windows
+from tracekit.findings.context import step_bounds, step_timeline
 from tracekit.model import Trace
 from tracekit.pipeline.result import AnalysisOptions
 from tracekit.pipeline.run import Step
@@ -66,16 +67,6 @@ def _roofline(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
 
     return roofline(trace, peak_tflops=opts.peak_tflops, peak_gbps=opts.peak_gbps, ops=i["ops"], links=i["links"],
                     classes=i["taxonomy"])
-
-
-def _step_bounds(trace: Trace, opts: AnalysisOptions, i: In) -> pl.DataFrame | None:
-    bounds = window_bounds(trace, "ProfilerStep")
-    return bounds if bounds.height else None
-
-
-def _step_timeline(trace: Trace, opts: AnalysisOptions, i: In) -> Timeline | None:
-    bounds = i["step_bounds"]
-    return None if bounds is None else timeline(trace, windows=bounds, window_label="ProfilerStep")
 
 
 def _findings(trace: Trace, opts: AnalysisOptions, i: In) -> Any:
@@ -124,8 +115,8 @@ STEPS: tuple[Step, ...] = (
     Step("per_launch", lambda t, o, i: occupancy(t.gpu, t.meta.devices), kept=False, merge=concat_rows),
     Step("occupancy", lambda t, o, i: occupancy_table(t.gpu, t.meta.devices, per_launch=i["per_launch"]),
          ("per_launch",)),
-    Step("step_bounds", _step_bounds, kept=False),
-    Step("step_timeline", _step_timeline, ("step_bounds",), kept=False),
+    Step("step_bounds", lambda t, o, i: step_bounds(t), kept=False),
+    Step("step_timeline", lambda t, o, i: step_timeline(t, i["step_bounds"]), ("step_bounds",), kept=False),
     Step("memory", lambda t, o, i: memory_stats(t, ops=i["ops"]), ("ops",)),
     Step("attention", _attention, ("ops", "launch_calls", "links", "taxonomy"), optional=True),
     Step("roofline", _roofline, ("ops", "links", "taxonomy"), optional=True),
